@@ -1,0 +1,119 @@
+# pepsi — build, test, install.
+#
+#   make [build]      bin/pepsi, version stamped from git describe
+#   make test         gofmt check, go vet, man page lint, go test -race
+#   make bench        benchmarks, one iteration each (BENCHTIME=1x)
+#   make install      PREFIX=/usr/local, DESTDIR honoured
+#   make uninstall    removes what install installed
+#   make man          lint the hand-written man pages
+#   make clean        remove build outputs (not the private cluster:
+#                     scripts/pg-local stop --clean does that)
+#
+# Tests need PostgreSQL. The DSN comes from scripts/test-dsn: PEPSI_TEST_DSN
+# if set, else the local server on port 5432 if it lets us in without a
+# password, else the private throwaway cluster from scripts/pg-local (started
+# on demand and left running).
+
+# Computed once (not on every use), unless given on the command line or in
+# the environment.
+ifeq ($(origin GO),undefined)
+GO       := $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+endif
+ifeq ($(origin GOFMT),undefined)
+GOFMT    := $(shell command -v gofmt 2>/dev/null || echo $(dir $(GO))gofmt)
+endif
+ifeq ($(origin VERSION),undefined)
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+endif
+LDFLAGS  := -X main.version=$(VERSION)
+GOFLAGS_BUILD ?= -trimpath
+
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
+ALIASES  := pepsi-dispatch pepsi-enqueue pepsi-queue pepsi-stats pepsi-migrate pepsi-httpd
+
+PKGS      ?= ./...
+TESTFLAGS ?=
+TIMEOUT   ?= 12m
+BENCH     ?= .
+BENCHTIME ?= 1x
+
+# The race detector needs cgo and a C compiler; without one, say so and test
+# without it (.ci/run installs gcc so CI always races).
+# RACE= on the command line turns it off.
+ifeq ($(origin RACE),undefined)
+RACE = $(shell [ "$$($(GO) env CGO_ENABLED 2>/dev/null)" = 1 ] && command -v "$$($(GO) env CC 2>/dev/null || echo cc)" >/dev/null 2>&1 && echo -race)
+endif
+
+MAN1 := $(wildcard man/*.1)
+MAN5 := $(wildcard man/*.5)
+MAN7 := $(wildcard man/*.7)
+
+.DEFAULT_GOAL := build
+.PHONY: all build test fmt-check vet lint-man man bench install uninstall clean demo
+
+all: build
+
+build:
+	$(GO) build $(GOFLAGS_BUILD) -ldflags '$(LDFLAGS)' -o bin/pepsi ./cmd/pepsi
+
+# gofmt over every .go file outside .git, bin, vendor and the private cluster.
+fmt-check:
+	@files=$$(find . \( -name .git -o -name .pg-local -o -name bin -o -name vendor \) -prune \
+		-o -name '*.go' -type f -print); \
+	if [ -z "$$files" ]; then echo "gofmt: no Go files"; exit 0; fi; \
+	bad=$$($(GOFMT) -l $$files) || exit 1; \
+	if [ -n "$$bad" ]; then \
+		echo "gofmt: these files are not formatted (run: gofmt -w FILE):" >&2; \
+		echo "$$bad" | sed 's/^/  /' >&2; exit 1; \
+	fi; echo "gofmt: ok"
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint-man:
+	@bash scripts/lint-man
+
+man: lint-man
+	@:
+
+test: fmt-check vet lint-man
+	@race='$(RACE)'; if [ -z "$$race" ]; then echo "make test: WARNING: running WITHOUT -race (needs cgo and a C compiler: apt-get install -y gcc)" >&2; fi
+	@dsn=$$(bash scripts/test-dsn) || exit 1; \
+	echo "PEPSI_TEST_DSN=$$dsn"; \
+	PEPSI_TEST_DSN="$$dsn" $(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) $(PKGS)
+
+bench:
+	@dsn=$$(bash scripts/test-dsn) || exit 1; \
+	echo "PEPSI_TEST_DSN=$$dsn"; \
+	PEPSI_TEST_DSN="$$dsn" $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) $(TESTFLAGS) $(PKGS)
+
+install: build
+	install -d '$(DESTDIR)$(BINDIR)'
+	install -m 0755 bin/pepsi '$(DESTDIR)$(BINDIR)/pepsi'
+	for n in $(ALIASES); do ln -sfn pepsi '$(DESTDIR)$(BINDIR)'/$$n || exit 1; done
+ifneq ($(MAN1),)
+	install -d '$(DESTDIR)$(MANDIR)/man1'
+	install -m 0644 $(MAN1) '$(DESTDIR)$(MANDIR)/man1/'
+endif
+ifneq ($(MAN5),)
+	install -d '$(DESTDIR)$(MANDIR)/man5'
+	install -m 0644 $(MAN5) '$(DESTDIR)$(MANDIR)/man5/'
+endif
+ifneq ($(MAN7),)
+	install -d '$(DESTDIR)$(MANDIR)/man7'
+	install -m 0644 $(MAN7) '$(DESTDIR)$(MANDIR)/man7/'
+endif
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/pepsi' $(foreach n,$(ALIASES),'$(DESTDIR)$(BINDIR)/$(n)')
+	rm -f $(foreach p,$(MAN1),'$(DESTDIR)$(MANDIR)/man1/$(notdir $(p))') \
+	      $(foreach p,$(MAN5),'$(DESTDIR)$(MANDIR)/man5/$(notdir $(p))') \
+	      $(foreach p,$(MAN7),'$(DESTDIR)$(MANDIR)/man7/$(notdir $(p))')
+
+clean:
+	rm -rf bin cover.out coverage.out *.test *.prof
+
+demo:
+	@echo "make demo: not yet" >&2; exit 1

@@ -1,0 +1,255 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// progressMin is the number of messages from which enqueue shows its
+// progress on a terminal.
+const progressMin = 10000
+
+func enqueueCommand() *cli.Command {
+	headers := &headerList{}
+	return &cli.Command{
+		Name:      "enqueue",
+		Usage:     "put messages into the queue of a stage",
+		ArgsUsage: "[FILE...]",
+		UsageText: "pepsi enqueue --stage NAME [--header KEY=VALUE]... [--lines] [--quiet] [FILE...]",
+		Description: "Each FILE becomes one message, its bytes the payload; \"-\" or no FILE\n" +
+			"reads standard input. With --lines, every non-empty line of the input is\n" +
+			"a message instead (without its newline). All input is read first, then\n" +
+			"inserted with COPY in one transaction: either every message is enqueued\n" +
+			"or none. The new message ids are printed in input order, one per line.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "enqueue at stage `NAME` (a [stage-NAME] of the configuration)"},
+			&cli.GenericFlag{Name: "header", Value: headers, Usage: "give every message the header `KEY=VALUE` (repeatable; short: -H)"},
+			&cli.GenericFlag{Name: "H", Value: headers, Hidden: true},
+			&cli.BoolFlag{Name: "lines", Aliases: []string{"l"}, DisableDefaultText: true, Usage: "one message per input line; empty lines are skipped"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, DisableDefaultText: true, Usage: "print only \"enqueued N messages\", not the ids"},
+		},
+		Action: enqueue,
+	}
+}
+
+func enqueue(c *cli.Context) error {
+	stage := c.String("stage")
+	if stage == "" {
+		return usage("--stage is required")
+	}
+	var flags []string
+	if h, ok := c.Generic("header").(*headerList); ok {
+		flags = *h
+	}
+	headers, err := parseHeaders(flags)
+	if err != nil {
+		return err
+	}
+	files := c.Args().Slice()
+	if err := checkFiles(files); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	if err := checkStage(cfg, stage); err != nil {
+		return err
+	}
+	if _, err := parseDSN(cfg); err != nil {
+		return err
+	}
+	payloads, err := readPayloads(files, c.App.Reader, c.Bool("lines"))
+	if err != nil {
+		return err
+	}
+
+	db, err := queue.Open(c.Context, cfg.DSN, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.CheckSchema(c.Context); err != nil {
+		return err
+	}
+	bulk := queue.Bulk{Stage: stage, Headers: headers, Payloads: payloads}
+	progress := len(payloads) >= progressMin && isTerminal(c.App.ErrWriter)
+	if progress {
+		bulk.Progress = func(n int) {
+			fmt.Fprintf(c.App.ErrWriter, "\rpepsi enqueue: %d/%d messages", n, len(payloads))
+		}
+	}
+	ids, err := db.EnqueueBulk(c.Context, bulk)
+	if progress {
+		fmt.Fprintln(c.App.ErrWriter)
+	}
+	if err != nil {
+		return fmt.Errorf("nothing enqueued: %w", err)
+	}
+
+	out := bufio.NewWriterSize(c.App.Writer, 64<<10)
+	if c.Bool("quiet") {
+		fmt.Fprintf(out, "enqueued %d messages\n", len(ids))
+	} else {
+		var b []byte
+		for _, id := range ids {
+			b = strconv.AppendInt(b[:0], id, 10)
+			b = append(b, '\n')
+			out.Write(b) //nolint:errcheck // Flush reports it
+		}
+	}
+	return out.Flush()
+}
+
+// headerList collects the values of a repeated --header as given (no
+// splitting at commas). --header and -H are two flags sharing one list, so
+// that they can be mixed (urfave/cli refuses two forms of one flag).
+type headerList []string
+
+func (h *headerList) String() string     { return "" }
+func (h *headerList) Set(v string) error { *h = append(*h, v); return nil }
+
+// parseHeaders turns KEY=VALUE flags into a map. The value may contain
+// '=' and ','; a key may be given once.
+func parseHeaders(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	h := make(map[string]string, len(flags))
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, usage("--header %q: want KEY=VALUE", f)
+		}
+		if _, dup := h[k]; dup {
+			return nil, usage("--header %q: header %q given twice", f, k)
+		}
+		h[k] = v
+	}
+	return h, nil
+}
+
+// checkFiles rejects what flag parsing let through as a file name: a flag
+// after the first FILE, and standard input named twice.
+func checkFiles(files []string) error {
+	stdin := 0
+	for _, f := range files {
+		switch {
+		case f == "-":
+			if stdin++; stdin > 1 {
+				return usage("standard input (\"-\") given more than once")
+			}
+		case strings.HasPrefix(f, "-"):
+			return usage("%q after a FILE: flags come first (a file named so: ./%s)", f, f)
+		}
+	}
+	return nil
+}
+
+// checkStage requires a configured [stage-NAME]. A configuration without
+// any stage (only a DSN, say from PEPSI_DSN on a machine that just feeds
+// the queue) accepts any well-formed stage name.
+func checkStage(cfg *config.Config, stage string) error {
+	if !config.ValidStageName(stage) {
+		return usage("--stage %q: a stage name is letters, digits, '_', '-' and '.'", stage)
+	}
+	if len(cfg.Stages) == 0 {
+		return nil
+	}
+	if _, ok := cfg.Stage(stage); !ok {
+		return invalid("--stage %q: no [stage-%s] in %s", stage, stage, cfg.Path)
+	}
+	return nil
+}
+
+// readPayloads reads every input before anything is inserted, so that an
+// unreadable or empty input enqueues nothing. Without lines, each input is
+// one message and an empty one is refused; with lines, each non-empty line
+// is one (the newline removed, nothing else), and no line at all is refused.
+func readPayloads(files []string, stdin io.Reader, lines bool) ([][]byte, error) {
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	var payloads [][]byte
+	for _, name := range files {
+		data, err := readInput(name, stdin)
+		if err != nil {
+			return nil, err
+		}
+		if !lines {
+			if len(data) == 0 {
+				return nil, fmt.Errorf("%s: empty input, nothing enqueued", inputName(name))
+			}
+			payloads = append(payloads, data)
+			continue
+		}
+		for len(data) > 0 {
+			line := data
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				line, data = data[:i], data[i+1:]
+			} else {
+				data = nil
+			}
+			if len(line) > 0 {
+				payloads = append(payloads, line[:len(line):len(line)])
+			}
+		}
+	}
+	if len(payloads) == 0 {
+		names := make([]string, len(files))
+		for i, f := range files {
+			names[i] = inputName(f)
+		}
+		return nil, fmt.Errorf("no lines in %s, nothing enqueued", strings.Join(names, ", "))
+	}
+	return payloads, nil
+}
+
+func inputName(name string) string {
+	if name == "-" {
+		return "standard input"
+	}
+	return name
+}
+
+// readInput reads a file, or stdin for "-"; its error names the file.
+func readInput(name string, stdin io.Reader) ([]byte, error) {
+	var data []byte
+	var err error
+	if name == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(name)
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %v, nothing enqueued", inputName(name), err)
+	}
+	return data, nil
+}
+
+// isTerminal reports whether w is a terminal (a character device; /dev/null
+// is one too, which does no harm: progress written there is lost).
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,176 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func migrateCommand() *cli.Command {
+	up := &cli.Command{
+		Name:   "up",
+		Usage:  "apply the migrations the database lacks (the default)",
+		Action: migrateUp,
+	}
+	return &cli.Command{
+		Name:      "migrate",
+		Usage:     "create or upgrade the database schema",
+		UsageText: "pepsi migrate [up]\npepsi migrate status",
+		Description: "Applies the schema migrations built into pepsi, in order, each in its own\n" +
+			"transaction, under an advisory lock. Running it again does nothing. It\n" +
+			"refuses a database whose schema is newer than this pepsi.",
+		Subcommands: []*cli.Command{
+			up,
+			{
+				Name:   "status",
+				Usage:  "list the migrations and when each was applied",
+				Action: migrateStatus,
+			},
+		},
+		Action: migrateUp, // "pepsi migrate" is "pepsi migrate up"
+	}
+}
+
+// migrateUp applies the pending migrations and prints one line for each.
+func migrateUp(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unknown migrate command %q (want up or status)", c.Args().First())
+	}
+	conn, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(c.Context))
+	applied, err := queue.Migrate(c.Context, conn)
+	for _, m := range applied {
+		fmt.Fprintf(c.App.Writer, "applied %03d_%s\n", m.Version, m.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		ms, err := queue.Migrations()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "schema is up to date (version %d)\n", len(ms))
+	}
+	return nil
+}
+
+// migrateStatus prints every known migration and when it was applied. A
+// database newer than this binary is reported after the table (exit 1).
+func migrateStatus(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	conn, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(c.Context))
+	status, current, err := queue.MigrateStatus(c.Context, conn)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(status))
+	for i, s := range status {
+		applied := "pending"
+		if s.AppliedAt != nil {
+			applied = s.AppliedAt.Local().Format(time.DateTime + " -0700")
+		}
+		rows[i] = []string{strconv.Itoa(s.Version), s.Name, applied}
+	}
+	if err := printTable(c.App.Writer, []string{"VERSION", "NAME", "APPLIED"}, rows); err != nil {
+		return err
+	}
+	if current > len(status) {
+		return fmt.Errorf("database schema is at version %d, newer than this pepsi knows (%d): upgrade pepsi", current, len(status))
+	}
+	return nil
+}
+
+// connect loads the configuration and opens one connection to its DSN.
+func connect(c *cli.Context) (*pgx.Conn, error) {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := parseDSN(cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(c.Context, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return conn, nil
+}
+
+// parseDSN checks the configured DSN; one that does not parse is a
+// configuration error (exit 2) naming where it came from.
+func parseDSN(cfg *config.Config) (*pgx.ConnConfig, error) {
+	pc, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		from := "[database] DSN in " + cfg.Path
+		if os.Getenv("PEPSI_DSN") != "" {
+			from = "PEPSI_DSN"
+		}
+		return nil, invalid("%s: %v", from, err)
+	}
+	return pc, nil
+}
+
+// printTable writes a plain table: a header line and columns aligned with
+// two spaces between them, no borders, no trailing blanks (easy to read,
+// easy to cut and grep).
+func printTable(w io.Writer, header []string, rows [][]string) error {
+	var buf bytes.Buffer
+	t := tablewriter.NewTable(&buf,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{
+				Lines:      tw.LinesNone,
+				Separators: tw.SeparatorsNone,
+			},
+		})),
+		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+	)
+	t.Header(header)
+	for _, r := range rows {
+		if err := t.Append(r); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteByte('\n')
+	}
+	_, err := w.Write(out.Bytes())
+	return err
+}

@@ -1,0 +1,141 @@
+// Package config loads and validates pepsi.conf, the INI file shared by every
+// pepsi command and by the stage programs (SPEC §3, seed 004 §23.3).
+//
+// The file has three kinds of section: [database] (DSN), [pepsi-dispatch]
+// (the coordinator's settings) and one [stage-NAME] per stage. Everything is
+// validated up front; every mistake is reported as an *Error that names the
+// file and the line, so `pepsi` can exit 2 with one clear message.
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// DefaultPath is the configuration file used when neither -c nor PEPSI_CONFIG is given.
+const DefaultPath = "/etc/pepsi/pepsi.conf"
+
+// Config is a loaded and validated pepsi.conf.
+type Config struct {
+	Path     string   // the file it was loaded from; "" when none was read
+	DSN      string   // [database] DSN, overridden by PEPSI_DSN (see Resolve)
+	Dispatch Dispatch // the [pepsi-dispatch] section
+	Stages   []Stage  // the [stage-NAME] sections, in file order
+}
+
+// Dispatch holds the [pepsi-dispatch] settings.
+type Dispatch struct {
+	MaxRuntime        time.Duration // MAX_RUNTIME, default 300s: how long a head-of-line message may run
+	WorkerIdleTimeout time.Duration // WORKER_IDLE_TIMEOUT, default 5s: when a surplus idle worker is stopped
+	PollInterval      time.Duration // POLL_INTERVAL, default 30s: the heartbeat poll
+	StatsInterval     time.Duration // STATS_INTERVAL, default 60s: how often statistics are flushed
+	// ConfigFile is CONFIG_FILE: what workers get as -c. It defaults to the
+	// file loaded (made absolute by Load, so workers find it whatever their
+	// working directory); "" when no file was read, and then workers get no -c.
+	ConfigFile     string
+	IngressChannel string        // INGRESS_CHANNEL, default "pepsi_ingress"; matches [A-Za-z_][A-Za-z0-9_]{0,62}
+	ShutdownGrace  time.Duration // SHUTDOWN_GRACE, default 10s: how long a stopping worker gets after SIGTERM before SIGKILL
+	SpawnCooldown  time.Duration // SPAWN_COOLDOWN, default 5s: how long a stage whose PROGRAM cannot start is held off
+	Retention      time.Duration // RETENTION, default 168h (7 days); 0 disables the retention sweep
+	MetricsListen  string        // METRICS_LISTEN, default "" (off); otherwise HOST:PORT or :PORT
+}
+
+// Stage holds one [stage-NAME] section.
+type Stage struct {
+	Name        string   // the part after "stage-"; letters, digits, '_', '-', '.'
+	Program     []string // PROGRAM split into words like a shell would, without any expansion
+	ProgramText string   // PROGRAM as written, without a trailing comment
+	Parallelism int      // PARALLELISM, default 4: the most workers of this stage
+	QueueLimit  int      // QUEUE_LIMIT, default 4: messages pipelined to one worker at once
+	MaxMessages int      // MAX_MESSAGES, default 1000: messages after which a worker is recycled
+	Line        int      // line of the [stage-NAME] header
+}
+
+// Defaults, exactly as seed 004 §23.3 gives them, plus pepsi's own keys.
+const (
+	DefaultMaxRuntime        = 300 * time.Second  // DefaultMaxRuntime is the default MAX_RUNTIME.
+	DefaultWorkerIdleTimeout = 5 * time.Second    // DefaultWorkerIdleTimeout is the default WORKER_IDLE_TIMEOUT.
+	DefaultPollInterval      = 30 * time.Second   // DefaultPollInterval is the default POLL_INTERVAL.
+	DefaultStatsInterval     = 60 * time.Second   // DefaultStatsInterval is the default STATS_INTERVAL.
+	DefaultIngressChannel    = "pepsi_ingress"    // DefaultIngressChannel is the default INGRESS_CHANNEL.
+	DefaultShutdownGrace     = 10 * time.Second   // DefaultShutdownGrace is the default SHUTDOWN_GRACE.
+	DefaultSpawnCooldown     = 5 * time.Second    // DefaultSpawnCooldown is the default SPAWN_COOLDOWN.
+	DefaultRetention         = 7 * 24 * time.Hour // DefaultRetention is the default RETENTION.
+	DefaultParallelism       = 4                  // DefaultParallelism is the default PARALLELISM.
+	DefaultQueueLimit        = 4                  // DefaultQueueLimit is the default QUEUE_LIMIT.
+	DefaultMaxMessages       = 1000               // DefaultMaxMessages is the default MAX_MESSAGES.
+)
+
+// Error is a configuration mistake at a place in a file; its Error() is
+// "FILE:LINE: message", or "FILE: message" when Line is 0.
+type Error struct {
+	File string // the file as the user named it
+	Line int    // 1-based line, 0 when the mistake is not on one line
+	Msg  string // what is wrong
+	Err  error  // the underlying cause, if any (for errors.Is, e.g. fs.ErrNotExist)
+}
+
+// Error formats the mistake as "FILE:LINE: message".
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Unwrap returns the underlying cause, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Default returns a Config with every default and no stages.
+func Default() *Config {
+	return &Config{Dispatch: Dispatch{
+		MaxRuntime:        DefaultMaxRuntime,
+		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
+		PollInterval:      DefaultPollInterval,
+		StatsInterval:     DefaultStatsInterval,
+		IngressChannel:    DefaultIngressChannel,
+		ShutdownGrace:     DefaultShutdownGrace,
+		SpawnCooldown:     DefaultSpawnCooldown,
+		Retention:         DefaultRetention,
+	}}
+}
+
+// newStage returns a stage with the default limits.
+func newStage(name string, line int) Stage {
+	return Stage{
+		Name:        name,
+		Parallelism: DefaultParallelism,
+		QueueLimit:  DefaultQueueLimit,
+		MaxMessages: DefaultMaxMessages,
+		Line:        line,
+	}
+}
+
+// Stage returns the stage called name.
+func (c *Config) Stage(name string) (*Stage, bool) {
+	for i := range c.Stages {
+		if c.Stages[i].Name == name {
+			return &c.Stages[i], true
+		}
+	}
+	return nil, false
+}
+
+// StageNames returns the stage names in file order.
+func (c *Config) StageNames() []string {
+	names := make([]string, len(c.Stages))
+	for i, s := range c.Stages {
+		names[i] = s.Name
+	}
+	return names
+}
+
+var (
+	stageNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	channelRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+)
+
+// ValidStageName reports whether s is a usable stage name: one or more
+// letters, digits, '_', '-' or '.'.
+func ValidStageName(s string) bool { return stageNameRE.MatchString(s) }

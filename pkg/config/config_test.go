@@ -1,0 +1,686 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// specExample is the pepsi.conf of SPEC §3, verbatim.
+const specExample = `[database]
+DSN = postgres:///pepsi?host=/var/run/postgresql
+
+[pepsi-dispatch]
+MAX_RUNTIME = 300          ; seconds, or a duration such as 5m
+WORKER_IDLE_TIMEOUT = 5
+POLL_INTERVAL = 30
+STATS_INTERVAL = 60
+
+[stage-parse]
+PROGRAM = /usr/lib/pepsi/parse --strict
+PARALLELISM = 4
+QUEUE_LIMIT = 4
+MAX_MESSAGES = 1000
+`
+
+func mustParse(t *testing.T, src string) *Config {
+	t.Helper()
+	c, err := Parse("pepsi.conf", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: %v\n%s", err, src)
+	}
+	return c
+}
+
+func TestSpecExample(t *testing.T) {
+	c := mustParse(t, specExample)
+	want := &Config{
+		Path: "pepsi.conf",
+		DSN:  "postgres:///pepsi?host=/var/run/postgresql",
+		Dispatch: Dispatch{
+			MaxRuntime:        300 * time.Second,
+			WorkerIdleTimeout: 5 * time.Second,
+			PollInterval:      30 * time.Second,
+			StatsInterval:     60 * time.Second,
+			ConfigFile:        "pepsi.conf",
+			IngressChannel:    "pepsi_ingress",
+			ShutdownGrace:     10 * time.Second,
+			SpawnCooldown:     5 * time.Second,
+			Retention:         168 * time.Hour,
+		},
+		Stages: []Stage{{
+			Name:        "parse",
+			Program:     []string{"/usr/lib/pepsi/parse", "--strict"},
+			ProgramText: "/usr/lib/pepsi/parse --strict",
+			Parallelism: 4,
+			QueueLimit:  4,
+			MaxMessages: 1000,
+			Line:        10,
+		}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	d := Default()
+	want := &Config{Dispatch: Dispatch{
+		MaxRuntime:        300 * time.Second,
+		WorkerIdleTimeout: 5 * time.Second,
+		PollInterval:      30 * time.Second,
+		StatsInterval:     60 * time.Second,
+		IngressChannel:    "pepsi_ingress",
+		ShutdownGrace:     10 * time.Second,
+		SpawnCooldown:     5 * time.Second,
+		Retention:         7 * 24 * time.Hour,
+	}}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("Default() = %+v\nwant %+v", d, want)
+	}
+
+	// An empty file and a file with only empty sections give the same
+	// defaults, with Path and ConfigFile set to the file.
+	for _, src := range []string{"", "\n", "; nothing\n# at all", "[database]\n[pepsi-dispatch]\n"} {
+		c := mustParse(t, src)
+		want.Path, want.Dispatch.ConfigFile = "pepsi.conf", "pepsi.conf"
+		if !reflect.DeepEqual(c, want) {
+			t.Errorf("Parse(%q) = %+v\nwant %+v", src, c, want)
+		}
+	}
+
+	// A stage with nothing but PROGRAM gets the default limits.
+	c := mustParse(t, "[stage-a]\nPROGRAM = a\n")
+	s, ok := c.Stage("a")
+	if !ok {
+		t.Fatal("stage a not found")
+	}
+	if s.Parallelism != 4 || s.QueueLimit != 4 || s.MaxMessages != 1000 || s.Line != 1 {
+		t.Errorf("stage defaults: %+v", *s)
+	}
+}
+
+func TestAllKeys(t *testing.T) {
+	c := mustParse(t, `
+[pepsi-dispatch]
+MAX_RUNTIME = 5m
+WORKER_IDLE_TIMEOUT = 0.5
+POLL_INTERVAL = 1h30m
+STATS_INTERVAL = 2.5s
+CONFIG_FILE = /etc/pepsi/workers.conf
+INGRESS_CHANNEL = my_channel_2
+SHUTDOWN_GRACE = 3
+SPAWN_COOLDOWN = 250ms
+RETENTION = 0
+METRICS_LISTEN = 127.0.0.1:9187
+
+[database]
+DSN = "postgres://u:p#w;d@db/pepsi"   ; quoted: keeps # and ;
+
+[stage-b.2_x-y]
+MAX_MESSAGES = 7
+QUEUE_LIMIT = 1
+PARALLELISM = 16
+PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
+`)
+	wantD := Dispatch{
+		MaxRuntime:        5 * time.Minute,
+		WorkerIdleTimeout: 500 * time.Millisecond,
+		PollInterval:      90 * time.Minute,
+		StatsInterval:     2500 * time.Millisecond,
+		ConfigFile:        "/etc/pepsi/workers.conf",
+		IngressChannel:    "my_channel_2",
+		ShutdownGrace:     3 * time.Second,
+		SpawnCooldown:     250 * time.Millisecond,
+		Retention:         0,
+		MetricsListen:     "127.0.0.1:9187",
+	}
+	if c.Dispatch != wantD {
+		t.Errorf("Dispatch = %+v\nwant %+v", c.Dispatch, wantD)
+	}
+	if c.DSN != "postgres://u:p#w;d@db/pepsi" {
+		t.Errorf("DSN = %q", c.DSN)
+	}
+	wantS := []Stage{{
+		Name:        "b.2_x-y",
+		Program:     []string{"/opt/my tools/b", "-v", "--name=a b", "", "#notacomment"},
+		ProgramText: `"/opt/my tools/b" -v  --name='a b' "" \#notacomment`,
+		Parallelism: 16,
+		QueueLimit:  1,
+		MaxMessages: 7,
+		Line:        17, // the raw string starts with a newline
+	}}
+	if !reflect.DeepEqual(c.Stages, wantS) {
+		t.Errorf("Stages = %+v\nwant %+v", c.Stages, wantS)
+	}
+}
+
+func TestValues(t *testing.T) {
+	// How values are read: inline comments, quotes, CRLF, BOM.
+	tests := []struct {
+		name, src, dsn string
+	}{
+		{"plain", "[database]\nDSN = host=/tmp dbname=pepsi\n", "host=/tmp dbname=pepsi"},
+		{"no spaces", "[database]\nDSN=x\n", "x"},
+		{"comment after space", "[database]\nDSN = x ; comment\n", "x"},
+		{"hash comment after space", "[database]\nDSN = x # comment\n", "x"},
+		{"hash without space kept", "[database]\nDSN = postgres://u:p#w@h/db\n", "postgres://u:p#w@h/db"},
+		{"semicolon without space kept", "[database]\nDSN = a;b\n", "a;b"},
+		{"double quoted", "[database]\nDSN = \"a ; b\" ; c\n", "a ; b"},
+		{"single quoted", "[database]\nDSN = 'a # b'\n", "a # b"},
+		{"empty", "[database]\nDSN =\n", ""},
+		{"CRLF", "[database]\r\nDSN = x\r\n", "x"},
+		{"BOM", "\xEF\xBB\xBF[database]\nDSN = x\n", "x"},
+		{"indented", "  [database]\n\tDSN = x\n", "x"},
+		{"no final newline", "[database]\nDSN = x", "x"},
+		{"triple quoted", "[database]\nDSN = \"\"\"a\nb\"\"\"\n", "a\nb"},
+		{"header comment", "[database] ; the db\nDSN = x\n", "x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, tt.src)
+			if c.DSN != tt.dsn {
+				t.Errorf("DSN = %q, want %q", c.DSN, tt.dsn)
+			}
+		})
+	}
+}
+
+func TestDurations(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"300", 300 * time.Second},
+		{"0.5", 500 * time.Millisecond},
+		{".25", 250 * time.Millisecond},
+		{"1.", time.Second},
+		{"+2", 2 * time.Second},
+		{"5m", 5 * time.Minute},
+		{"1h30m", 90 * time.Minute},
+		{"1.5h", 90 * time.Minute},
+		{"100ms", 100 * time.Millisecond},
+		{"0.000000001", time.Nanosecond},
+	}
+	for _, tt := range tests {
+		c, err := Parse("p.conf", []byte("[pepsi-dispatch]\nMAX_RUNTIME = "+tt.in+"\n"))
+		if err != nil {
+			t.Errorf("%q: %v", tt.in, err)
+			continue
+		}
+		if c.Dispatch.MaxRuntime != tt.want {
+			t.Errorf("%q = %v, want %v", tt.in, c.Dispatch.MaxRuntime, tt.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name, src, want string
+	}{
+		// Sections.
+		{"unknown section", "[database]\nDSN = x\n[foo]\n",
+			`pepsi.conf:3: unknown section [foo] (want [database], [pepsi-dispatch] or [stage-NAME])`},
+		{"sections are case-sensitive", "[Database]\n",
+			`pepsi.conf:1: unknown section [Database] (want [database], [pepsi-dispatch] or [stage-NAME])`},
+		{"explicit DEFAULT", "[DEFAULT]\n",
+			`pepsi.conf:1: unknown section [DEFAULT] (want [database], [pepsi-dispatch] or [stage-NAME])`},
+		{"unclosed header", "\n[database\n", `pepsi.conf:2: unclosed section header "[database"`},
+		{"empty header", "[]\n", `pepsi.conf:1: unknown section [] (want [database], [pepsi-dispatch] or [stage-NAME])`},
+		{"junk after header", "[database] x\n", `pepsi.conf:1: unexpected "x" after [database]`},
+		{"duplicate section", "[database]\nDSN = a\n\n[database]\n",
+			`pepsi.conf:4: duplicate section [database] (first at line 1)`},
+		{"duplicate stage", "[stage-a]\nPROGRAM = a\n[stage-b]\nPROGRAM = b\n[stage-a]\nPROGRAM = c\n",
+			`pepsi.conf:5: duplicate section [stage-a] (first at line 1)`},
+		{"empty stage name", "[stage-]\nPROGRAM = a\n",
+			`pepsi.conf:1: bad stage name "" in [stage-] (want letters, digits, '_', '-' or '.')`},
+		{"bad stage name", "[stage-a b]\nPROGRAM = a\n",
+			`pepsi.conf:1: bad stage name "a b" in [stage-a b] (want letters, digits, '_', '-' or '.')`},
+		{"bad stage name slash", "[stage-a/b]\n",
+			`pepsi.conf:1: bad stage name "a/b" in [stage-a/b] (want letters, digits, '_', '-' or '.')`},
+
+		// Keys.
+		{"key before any section", "DSN = x\n",
+			`pepsi.conf:1: key "DSN" outside any section (put it under [database], [pepsi-dispatch] or [stage-NAME])`},
+		{"unknown key", "[pepsi-dispatch]\n" + strings.Repeat("\n", 10) + "MAX_RUNTME = 5\n",
+			`pepsi.conf:12: unknown key "MAX_RUNTME" in [pepsi-dispatch]`},
+		{"lower-case key", "[database]\ndsn = x\n",
+			`pepsi.conf:2: unknown key "dsn" in [database] (did you mean "DSN"? keys are upper case)`},
+		{"stage key in dispatch", "[pepsi-dispatch]\nPROGRAM = x\n",
+			`pepsi.conf:2: unknown key "PROGRAM" in [pepsi-dispatch]`},
+		{"dispatch key in stage", "[stage-a]\nPROGRAM = a\nMAX_RUNTIME = 5\n",
+			`pepsi.conf:3: unknown key "MAX_RUNTIME" in [stage-a]`},
+		{"quoted key name", "[database]\n\"DSN\" = x\n", `pepsi.conf:2: unknown key "\"DSN\"" in [database]`},
+		{"auto-increment key", "[database]\n- = x\n", `pepsi.conf:2: unknown key "-" in [database]`},
+		{"duplicate key", "[database]\nDSN = a\n; again\nDSN = b\n",
+			`pepsi.conf:4: duplicate key "DSN" in [database] (first at line 2)`},
+		{"duplicate stage key", "[stage-a]\nPROGRAM = a\nPROGRAM = b\n",
+			`pepsi.conf:3: duplicate key "PROGRAM" in [stage-a] (first at line 2)`},
+		{"no delimiter", "[database]\npostgres://x\n",
+			`pepsi.conf:2: want KEY = value, a [section] header or a comment, not "postgres://x"`},
+		{"colon is not a delimiter", "[database]\nDSN: x\n",
+			`pepsi.conf:2: want KEY = value, a [section] header or a comment, not "DSN: x"`},
+		{"empty key name", "[database]\n= x\n", `pepsi.conf:2: missing key name before '='`},
+		{"unclosed triple quote", "[database]\nDSN = \"\"\"abc\nmore\n",
+			`pepsi.conf:2: DSN: no closing """ for the value`},
+		{"unclosed backtick", "[database]\nDSN = `abc",
+			"pepsi.conf:2: DSN: no closing ` for the value"},
+		{"line numbers after multi-line value", "[database]\nDSN = `a\nb\nc`\nFOO = 1\n",
+			`pepsi.conf:5: unknown key "FOO" in [database]`},
+		{"line numbers with CRLF", "[database]\r\nDSN = x\r\n\r\nFOO = 1\r\n",
+			`pepsi.conf:4: unknown key "FOO" in [database]`},
+		{"continuation is not supported", "[database]\nDSN = a \\\n  b\n",
+			`pepsi.conf:3: want KEY = value, a [section] header or a comment, not "b"`},
+
+		// Durations.
+		{"bad duration", "[pepsi-dispatch]\n\n\n\n\n\nMAX_RUNTIME = abc\n",
+			`pepsi.conf:7: MAX_RUNTIME: bad duration "abc" (want seconds or a duration such as 5m)`},
+		{"empty duration", "[pepsi-dispatch]\nPOLL_INTERVAL =\n",
+			`pepsi.conf:2: POLL_INTERVAL: bad duration "" (want seconds or a duration such as 5m)`},
+		{"duration with space", "[pepsi-dispatch]\nPOLL_INTERVAL = 5 m\n",
+			`pepsi.conf:2: POLL_INTERVAL: bad duration "5 m" (want seconds or a duration such as 5m)`},
+		{"exponent", "[pepsi-dispatch]\nPOLL_INTERVAL = 1e3\n",
+			`pepsi.conf:2: POLL_INTERVAL: bad duration "1e3" (want seconds or a duration such as 5m)`},
+		{"duration overflow", "[pepsi-dispatch]\nPOLL_INTERVAL = 99999999999999999999\n",
+			`pepsi.conf:2: POLL_INTERVAL: bad duration "99999999999999999999" (want seconds or a duration such as 5m)`},
+		{"tab before comment", "[pepsi-dispatch]\nPOLL_INTERVAL = 5\t; c\n",
+			`pepsi.conf:2: POLL_INTERVAL: bad duration "5\t; c" (want seconds or a duration such as 5m)`},
+		{"zero MAX_RUNTIME", "[pepsi-dispatch]\nMAX_RUNTIME = 0\n",
+			`pepsi.conf:2: MAX_RUNTIME: must be greater than zero, not "0"`},
+		{"zero WORKER_IDLE_TIMEOUT", "[pepsi-dispatch]\nWORKER_IDLE_TIMEOUT = 0s\n",
+			`pepsi.conf:2: WORKER_IDLE_TIMEOUT: must be greater than zero, not "0s"`},
+		{"negative POLL_INTERVAL", "[pepsi-dispatch]\nPOLL_INTERVAL = -1\n",
+			`pepsi.conf:2: POLL_INTERVAL: must be greater than zero, not "-1"`},
+		{"negative STATS_INTERVAL", "[pepsi-dispatch]\nSTATS_INTERVAL = -5m\n",
+			`pepsi.conf:2: STATS_INTERVAL: must be greater than zero, not "-5m"`},
+		{"zero SHUTDOWN_GRACE", "[pepsi-dispatch]\nSHUTDOWN_GRACE = 0.0\n",
+			`pepsi.conf:2: SHUTDOWN_GRACE: must be greater than zero, not "0.0"`},
+		{"zero SPAWN_COOLDOWN", "[pepsi-dispatch]\nSPAWN_COOLDOWN = 0\n",
+			`pepsi.conf:2: SPAWN_COOLDOWN: must be greater than zero, not "0"`},
+		{"negative RETENTION", "[pepsi-dispatch]\nRETENTION = -1h\n",
+			`pepsi.conf:2: RETENTION: must not be negative, not "-1h" (0 turns it off)`},
+		{"bad RETENTION", "[pepsi-dispatch]\nRETENTION = forever\n",
+			`pepsi.conf:2: RETENTION: bad duration "forever" (want seconds or a duration such as 5m)`},
+
+		// Other dispatch keys.
+		{"bad channel", "[pepsi-dispatch]\nINGRESS_CHANNEL = pepsi-ingress\n",
+			`pepsi.conf:2: INGRESS_CHANNEL: bad channel name "pepsi-ingress" (want a letter or '_', then letters, digits or '_'; at most 63)`},
+		{"channel starting with digit", "[pepsi-dispatch]\nINGRESS_CHANNEL = 1abc\n",
+			`pepsi.conf:2: INGRESS_CHANNEL: bad channel name "1abc" (want a letter or '_', then letters, digits or '_'; at most 63)`},
+		{"channel too long", "[pepsi-dispatch]\nINGRESS_CHANNEL = " + strings.Repeat("a", 64) + "\n",
+			`pepsi.conf:2: INGRESS_CHANNEL: bad channel name "` + strings.Repeat("a", 64) + `" (want a letter or '_', then letters, digits or '_'; at most 63)`},
+		{"empty channel", "[pepsi-dispatch]\nINGRESS_CHANNEL =\n",
+			`pepsi.conf:2: INGRESS_CHANNEL: bad channel name "" (want a letter or '_', then letters, digits or '_'; at most 63)`},
+		{"bad listen address", "[pepsi-dispatch]\nMETRICS_LISTEN = 9187\n",
+			`pepsi.conf:2: METRICS_LISTEN: bad address "9187" (want HOST:PORT or :PORT, or nothing for off)`},
+		{"listen without port", "[pepsi-dispatch]\nMETRICS_LISTEN = localhost:\n",
+			`pepsi.conf:2: METRICS_LISTEN: bad address "localhost:" (want HOST:PORT or :PORT, or nothing for off)`},
+
+		// Stage numbers.
+		{"zero PARALLELISM", "[stage-a]\nPROGRAM = a\nPARALLELISM = 0\n",
+			`pepsi.conf:3: PARALLELISM: must be an integer >= 1, not "0"`},
+		{"negative QUEUE_LIMIT", "[stage-a]\nPROGRAM = a\nQUEUE_LIMIT = -4\n",
+			`pepsi.conf:3: QUEUE_LIMIT: must be an integer >= 1, not "-4"`},
+		{"bad MAX_MESSAGES", "[stage-a]\nPROGRAM = a\nMAX_MESSAGES = lots\n",
+			`pepsi.conf:3: MAX_MESSAGES: bad number "lots" (want an integer >= 1)`},
+		{"decimal PARALLELISM", "[stage-a]\nPROGRAM = a\nPARALLELISM = 1.5\n",
+			`pepsi.conf:3: PARALLELISM: bad number "1.5" (want an integer >= 1)`},
+		{"empty QUEUE_LIMIT", "[stage-a]\nPROGRAM = a\nQUEUE_LIMIT =\n",
+			`pepsi.conf:3: QUEUE_LIMIT: bad number "" (want an integer >= 1)`},
+		{"huge MAX_MESSAGES", "[stage-a]\nPROGRAM = a\nMAX_MESSAGES = 99999999999999999999\n",
+			`pepsi.conf:3: MAX_MESSAGES: "99999999999999999999" is out of range (want an integer >= 1)`},
+
+		// PROGRAM.
+		{"no PROGRAM", "[stage-a]\nPROGRAM = a\n\n[stage-b]\nPARALLELISM = 2\n[database]\n",
+			`pepsi.conf:4: no PROGRAM in [stage-b]`},
+		{"no PROGRAM, empty section at end", "[stage-a]\n",
+			`pepsi.conf:1: no PROGRAM in [stage-a]`},
+		{"empty PROGRAM", "[stage-a]\nPROGRAM =\n", `pepsi.conf:2: PROGRAM is empty in [stage-a]`},
+		{"PROGRAM only a comment", "[stage-a]\nPROGRAM = ; later\n", `pepsi.conf:2: PROGRAM is empty in [stage-a]`},
+		{"PROGRAM only blanks in quotes", "[stage-a]\nPROGRAM = \"\"\"  \"\"\"\n", `pepsi.conf:2: PROGRAM is empty in [stage-a]`},
+		{"unbalanced single quote", "[stage-a]\nPROGRAM = /bin/a 'b\n",
+			`pepsi.conf:2: PROGRAM: unterminated ' quote in "/bin/a 'b"`},
+		{"unbalanced double quote", "[stage-a]\nPROGRAM = /bin/a \"b c\n",
+			`pepsi.conf:2: PROGRAM: unterminated " quote in "/bin/a \"b c"`},
+		{"trailing backslash", "[stage-a]\nPROGRAM = /bin/a \\\n",
+			`pepsi.conf:2: PROGRAM: trailing backslash (lines cannot be continued) in "/bin/a \\"`},
+		{"NUL in PROGRAM", "[stage-a]\nPROGRAM = /bin/a\x00b\n", `pepsi.conf:2: PROGRAM: contains a NUL byte`},
+
+		{"first error wins", "[foo]\n[bar]\n", `pepsi.conf:1: unknown section [foo] (want [database], [pepsi-dispatch] or [stage-NAME])`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("pepsi.conf", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("no error; got %+v", c)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %T is not *Error: %v", err, err)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n got %s\nwant %s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "disagree") {
+				t.Errorf("scanner and go-ini disagree: %v", err)
+			}
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tt := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "/etc/pepsi/pepsi.conf", Line: 3, Msg: "m"}, "/etc/pepsi/pepsi.conf:3: m"},
+		{Error{File: "a.conf", Msg: "m"}, "a.conf: m"},
+	} {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+	_, err := Parse("/some/where/pepsi.conf", []byte("[x]\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "/some/where/pepsi.conf:1: ") {
+		t.Errorf("file name not used as given: %v", err)
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []string
+		text    string // ProgramText; "" means same as in
+		wantErr string
+	}{
+		{in: "/bin/true", want: []string{"/bin/true"}},
+		{in: "a  b\tc", want: []string{"a", "b", "c"}},
+		{in: "a 'b c' d", want: []string{"a", "b c", "d"}},
+		{in: `a "b c" d`, want: []string{"a", "b c", "d"}},
+		{in: `a "b \"c\" \\ \$ \x"`, want: []string{"a", `b "c" \ $ \x`}},
+		{in: `a 'b \n "c"'`, want: []string{"a", `b \n "c"`}},
+		{in: `a\ b c\\d \'e`, want: []string{"a b", `c\d`, "'e"}},
+		{in: `pre'quoted'"joined"post`, want: []string{"prequotedjoinedpost"}},
+		{in: `a '' ""`, want: []string{"a", "", ""}},
+		{in: `a $HOME ~ *.txt`, want: []string{"a", "$HOME", "~", "*.txt"}},
+		{in: `a b#c d;e`, want: []string{"a", "b#c", "d;e"}},
+		{in: `a #comment 'unbalanced`, want: []string{"a"}, text: "a"},
+		{in: `a ;comment`, want: []string{"a"}, text: "a"},
+		{in: `a	;tab comment`, want: []string{"a"}, text: "a"},
+		{in: `a '#x' "; y" \#z`, want: []string{"a", "#x", "; y", "#z"}},
+		{in: `'/opt/my prog'`, want: []string{"/opt/my prog"}},
+		{in: `"/opt/my prog"`, want: []string{"/opt/my prog"}},
+		{in: "a 'b\nc' \"d\\\ne\" f\\\ng", want: []string{"a", "b\nc", "de", "fg"}},
+		{in: `a 'b`, wantErr: "unterminated ' quote"},
+		{in: `a "b`, wantErr: `unterminated " quote`},
+		{in: `a "b\"`, wantErr: `unterminated " quote`},
+		{in: `a \`, wantErr: "trailing backslash (lines cannot be continued)"},
+		{in: ``, want: nil},
+	}
+	for _, tt := range tests {
+		words, end, err := splitWords(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("splitWords(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("splitWords(%q): %v", tt.in, err)
+			continue
+		}
+		if !reflect.DeepEqual(words, tt.want) {
+			t.Errorf("splitWords(%q) = %q, want %q", tt.in, words, tt.want)
+		}
+		text := tt.text
+		if text == "" {
+			text = tt.in
+		}
+		if got := strings.TrimSpace(tt.in[:end]); got != text {
+			t.Errorf("splitWords(%q) text = %q, want %q", tt.in, got, text)
+		}
+	}
+}
+
+func TestProgramInFile(t *testing.T) {
+	// Through the whole parser: go-ini must hand PROGRAM over untouched.
+	tests := []struct {
+		line string
+		want []string
+		text string
+	}{
+		{`PROGRAM = /bin/x 'a #b' ; comment`, []string{"/bin/x", "a #b"}, `/bin/x 'a #b'`},
+		{`PROGRAM = "/opt/my prog"`, []string{"/opt/my prog"}, `"/opt/my prog"`},
+		{`PROGRAM = '/opt/my prog' --x`, []string{"/opt/my prog", "--x"}, `'/opt/my prog' --x`},
+		{`PROGRAM = x --sep=; --y=#`, []string{"x", "--sep=;", "--y=#"}, `x --sep=; --y=#`},
+		{`PROGRAM = x "a ; b" # c`, []string{"x", "a ; b"}, `x "a ; b"`},
+		{"PROGRAM = \"\"\"x 'a b'\n  --c\"\"\"", []string{"x", "a b", "--c"}, "x 'a b'\n  --c"},
+		{"PROGRAM = `x \"y z\"`", []string{"x", "y z"}, `x "y z"`},
+	}
+	for _, tt := range tests {
+		c := mustParse(t, "[stage-s]\n"+tt.line+"\n")
+		s := c.Stages[0]
+		if !reflect.DeepEqual(s.Program, tt.want) || s.ProgramText != tt.text {
+			t.Errorf("%s\n got %q %q\nwant %q %q", tt.line, s.Program, s.ProgramText, tt.want, tt.text)
+		}
+	}
+}
+
+func TestStages(t *testing.T) {
+	c := mustParse(t, "[stage-c]\nPROGRAM = c\n[database]\nDSN = x\n[stage-a]\nPROGRAM = a\nPARALLELISM = 2\n[stage-b]\nPROGRAM = b\n")
+	if got, want := c.StageNames(), []string{"c", "a", "b"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("StageNames() = %q, want %q", got, want)
+	}
+	s, ok := c.Stage("a")
+	if !ok || s.Name != "a" || s.Parallelism != 2 || s.Line != 5 {
+		t.Errorf("Stage(a) = %+v, %v", s, ok)
+	}
+	s.QueueLimit = 9 // points into c.Stages
+	if c.Stages[1].QueueLimit != 9 {
+		t.Error("Stage does not return a pointer into Stages")
+	}
+	if s, ok := c.Stage("nope"); ok || s != nil {
+		t.Errorf("Stage(nope) = %v, %v", s, ok)
+	}
+	if got := Default().StageNames(); len(got) != 0 {
+		t.Errorf("Default().StageNames() = %q", got)
+	}
+}
+
+func TestValidStageName(t *testing.T) {
+	for _, s := range []string{"a", "parse", "A-b_c.d", "0", "v1.2", "-", "."} {
+		if !ValidStageName(s) {
+			t.Errorf("ValidStageName(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "a b", "a/b", "ä", "a\n", "a:b", "a]", "*"} {
+		if ValidStageName(s) {
+			t.Errorf("ValidStageName(%q) = true", s)
+		}
+	}
+}
+
+// writeConf writes a config file into dir and returns its path.
+func writeConf(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	p := writeConf(t, dir, "pepsi.conf", specExample)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != p || c.Dispatch.ConfigFile != p || c.DSN == "" || len(c.Stages) != 1 {
+		t.Errorf("Load = %+v", c)
+	}
+
+	// A relative path stays as given in Path and errors, but workers get
+	// the absolute path.
+	t.Chdir(dir)
+	c, err = Load("pepsi.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != "pepsi.conf" || c.Dispatch.ConfigFile != p {
+		t.Errorf("relative Load: Path %q ConfigFile %q, want %q", c.Path, c.Dispatch.ConfigFile, p)
+	}
+	// An explicit CONFIG_FILE is kept as written.
+	writeConf(t, dir, "other.conf", "[pepsi-dispatch]\nCONFIG_FILE = workers.conf\n")
+	if c, err = Load("other.conf"); err != nil || c.Dispatch.ConfigFile != "workers.conf" {
+		t.Errorf("CONFIG_FILE: %+v, %v", c, err)
+	}
+
+	_, err = Load(filepath.Join(dir, "missing.conf"))
+	var e *Error
+	if !errors.As(err, &e) || e.Line != 0 || !errors.Is(err, fs.ErrNotExist) ||
+		err.Error() != filepath.Join(dir, "missing.conf")+": cannot read: no such file or directory" {
+		t.Errorf("missing file: %v", err)
+	}
+	if _, err = Load(dir); err == nil || !strings.HasPrefix(err.Error(), dir+": cannot read: ") {
+		t.Errorf("directory: %v", err)
+	}
+
+	writeConf(t, dir, "bad.conf", "[database]\nDSN = x\nNOPE = 1\n")
+	if _, err = Load("bad.conf"); err == nil || err.Error() != `bad.conf:3: unknown key "NOPE" in [database]` {
+		t.Errorf("bad file: %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	flagConf := writeConf(t, dir, "flag.conf", "[database]\nDSN = from-flag\n")
+	envConf := writeConf(t, dir, "env.conf", "[database]\nDSN = from-env-file\n[stage-e]\nPROGRAM = e\n")
+	noDSN := writeConf(t, dir, "nodsn.conf", "[stage-x]\nPROGRAM = x\n")
+	badConf := writeConf(t, dir, "bad.conf", "[database]\nDSN = x\n[nope]\n")
+	missing := filepath.Join(dir, "missing.conf")
+
+	tests := []struct {
+		name     string
+		flag     string
+		env      map[string]string
+		wantPath string
+		wantDSN  string
+		wantErr  string // exact, with DIR standing for dir
+	}{
+		{name: "flag wins over PEPSI_CONFIG", flag: flagConf,
+			env:      map[string]string{"PEPSI_CONFIG": envConf},
+			wantPath: flagConf, wantDSN: "from-flag"},
+		{name: "PEPSI_CONFIG when no flag",
+			env:      map[string]string{"PEPSI_CONFIG": envConf},
+			wantPath: envConf, wantDSN: "from-env-file"},
+		{name: "PEPSI_DSN overrides the file", flag: flagConf,
+			env:      map[string]string{"PEPSI_DSN": "from-env"},
+			wantPath: flagConf, wantDSN: "from-env"},
+		{name: "PEPSI_DSN fills a missing DSN", flag: noDSN,
+			env:      map[string]string{"PEPSI_DSN": "from-env"},
+			wantPath: noDSN, wantDSN: "from-env"},
+		{name: "missing explicit file", flag: missing,
+			env:     map[string]string{"PEPSI_DSN": "from-env"},
+			wantErr: "DIR/missing.conf: cannot read: no such file or directory"},
+		{name: "missing PEPSI_CONFIG file",
+			env:     map[string]string{"PEPSI_CONFIG": missing, "PEPSI_DSN": "from-env"},
+			wantErr: "DIR/missing.conf: cannot read: no such file or directory"},
+		{name: "empty DSN", flag: noDSN,
+			wantErr: "DIR/nodsn.conf: no database: set [database] DSN in DIR/nodsn.conf or PEPSI_DSN"},
+		{name: "bad file", flag: badConf, env: map[string]string{"PEPSI_DSN": "x"},
+			wantErr: "DIR/bad.conf:3: unknown section [nope] (want [database], [pepsi-dispatch] or [stage-NAME])"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Resolve(tt.flag, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				want := strings.ReplaceAll(tt.wantErr, "DIR", dir)
+				if err == nil || err.Error() != want {
+					t.Fatalf("error\n got %v\nwant %s", err, want)
+				}
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Errorf("error %T is not *Error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Path != tt.wantPath || c.DSN != tt.wantDSN {
+				t.Errorf("got Path %q DSN %q, want %q %q", c.Path, c.DSN, tt.wantPath, tt.wantDSN)
+			}
+		})
+	}
+}
+
+// TestResolveDefaultPath covers the fall-back to DefaultPath, which must not
+// exist on the test machine for the interesting cases.
+func TestResolveDefaultPath(t *testing.T) {
+	if _, err := os.Stat(DefaultPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("%s exists here (%v)", DefaultPath, err)
+	}
+	env := map[string]string{"PEPSI_DSN": "postgres:///x"}
+	c, err := Resolve("", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("missing default with PEPSI_DSN: %v", err)
+	}
+	want := Default()
+	want.DSN = "postgres:///x"
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got %+v, want %+v", c, want)
+	}
+
+	// Without PEPSI_DSN a missing default file is an error that says what to do.
+	_, err = Resolve("", func(string) string { return "" })
+	wantErr := DefaultPath + ": cannot read: no such file or directory (name a file with -c or PEPSI_CONFIG, or set PEPSI_DSN)"
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("error\n got %v\nwant %s", err, wantErr)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("error does not wrap fs.ErrNotExist: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(specExample))
+	f.Add([]byte("[stage-a]\nPROGRAM = \"\"\"x\ny\"\"\"\n[database]\nDSN = `a\nb`\n"))
+	f.Add([]byte("\xEF\xBB\xBF[pepsi-dispatch]\r\nMAX_RUNTIME = 1h ; x\r\nRETENTION = 0\r\n"))
+	f.Add([]byte("[stage-x]\nPROGRAM = a 'b #c' \"d\\\"e\" \\; ; comment\nPARALLELISM = 2\n"))
+	f.Add([]byte("[database]\nDSN = \"\"\"\n[stage-y]\n"))
+	f.Add([]byte("DSN = x\n[foo] junk\n= x\n[stage-]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.conf", data)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %T is not *Error: %v", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), "fuzz.conf") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			if strings.Contains(err.Error(), "disagree") || strings.Contains(err.Error(), "cannot parse") {
+				t.Fatalf("scanner and go-ini disagree on %q: %v", data, err)
+			}
+			return
+		}
+		for _, s := range c.Stages {
+			if !ValidStageName(s.Name) || len(s.Program) == 0 || s.Parallelism < 1 ||
+				s.QueueLimit < 1 || s.MaxMessages < 1 || s.Line < 1 {
+				t.Fatalf("invalid stage accepted: %+v", s)
+			}
+		}
+		d := c.Dispatch
+		if d.MaxRuntime <= 0 || d.WorkerIdleTimeout <= 0 || d.PollInterval <= 0 || d.StatsInterval <= 0 ||
+			d.ShutdownGrace <= 0 || d.SpawnCooldown <= 0 || d.Retention < 0 || !channelRE.MatchString(d.IngressChannel) {
+			t.Fatalf("invalid dispatch settings accepted: %+v", d)
+		}
+	})
+}

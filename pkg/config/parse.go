@@ -1,0 +1,404 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"gopkg.in/ini.v1"
+)
+
+// How a file is read.
+//
+// go-ini parses the values, but it keeps no line numbers, silently merges a
+// repeated section or key (the last value wins) and reports syntax errors
+// without a line. So a small line scanner (scan, below) walks the raw bytes
+// first, following go-ini's own line structure, and does everything that
+// needs a line: syntax, unknown and duplicate sections and keys, stage names.
+// Only a file that passes it is handed to go-ini, and the two are checked to
+// agree section by section and key by key before any value is used.
+//
+// Options, chosen so every setting is one line (except go-ini's """…""" and
+// `…` values, which the scanner follows) and nothing surprises:
+//   - KeyValueDelimiters "=": only "KEY = value"; go-ini's default also
+//     splits on ':', which would turn a stray "postgres://…" line into a key.
+//   - IgnoreContinuation: a trailing backslash does not join lines (PROGRAM
+//     reports it as an error rather than silently gluing the next line on).
+//   - SpaceBeforeInlineComment: ';' or '#' starts an inline comment only
+//     after a space, as in `MAX_RUNTIME = 300   ; seconds`, so a DSN
+//     password or an argument such as --sep=; keeps its ';' and '#'. A
+//     value that is wholly quoted ("…" or '…') keeps everything inside the
+//     quotes; the quotes are removed.
+//
+// PROGRAM is read a second time with IgnoreInlineComment and
+// PreserveSurroundedQuote: its quotes belong to the word splitter (see
+// splitWords), which also ends the command at an unquoted '#' or ';' that
+// begins a word, so `PROGRAM = /bin/x 'a #b' ; comment` is /bin/x and "a #b".
+var (
+	valueOptions = ini.LoadOptions{
+		KeyValueDelimiters:       "=",
+		IgnoreContinuation:       true,
+		SpaceBeforeInlineComment: true,
+	}
+	programOptions = ini.LoadOptions{
+		KeyValueDelimiters:      "=",
+		IgnoreContinuation:      true,
+		IgnoreInlineComment:     true,
+		PreserveSurroundedQuote: true,
+	}
+)
+
+const (
+	sectionDatabase = "database"
+	sectionDispatch = "pepsi-dispatch"
+	stagePrefix     = "stage-"
+)
+
+// keys lists the keys each kind of section accepts.
+var keys = map[string][]string{
+	sectionDatabase: {"DSN"},
+	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
+		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN"},
+	stagePrefix: {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES"},
+}
+
+// rawKey is a key line found by the scanner.
+type rawKey struct {
+	name string
+	line int
+}
+
+// rawSection is a section header and its keys found by the scanner.
+type rawSection struct {
+	name string
+	kind string // sectionDatabase, sectionDispatch or stagePrefix
+	line int
+	keys []rawKey
+}
+
+// Parse parses and validates the contents of a pepsi.conf; file is the name
+// used in errors and stored as Path (and as the default CONFIG_FILE).
+func Parse(file string, data []byte) (*Config, error) {
+	secs, err := scan(file, data)
+	if err != nil {
+		return nil, err
+	}
+	values, err := load(file, data, valueOptions, secs)
+	if err != nil {
+		return nil, err
+	}
+	programs, err := load(file, data, programOptions, secs)
+	if err != nil {
+		return nil, err
+	}
+
+	c := Default()
+	c.Path = file
+	c.Dispatch.ConfigFile = file
+	bad := func(line int, format string, args ...any) error {
+		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	for i, s := range secs {
+		var st *Stage
+		if s.kind == stagePrefix {
+			c.Stages = append(c.Stages, newStage(strings.TrimPrefix(s.name, stagePrefix), s.line))
+			st = &c.Stages[len(c.Stages)-1]
+		}
+		for j, k := range s.keys {
+			v := values[i][j]
+			var msg string
+			switch s.kind {
+			case sectionDatabase:
+				c.DSN = v
+			case sectionDispatch:
+				msg = setDispatch(&c.Dispatch, k.name, v)
+			case stagePrefix:
+				if k.name == "PROGRAM" {
+					msg = setProgram(st, programs[i][j])
+				} else {
+					msg = setStage(st, k.name, v)
+				}
+			}
+			if msg != "" {
+				return nil, bad(k.line, "%s", msg)
+			}
+		}
+		if st != nil && st.Program == nil {
+			return nil, bad(s.line, "no PROGRAM in [%s]", s.name)
+		}
+	}
+	if c.Dispatch.ConfigFile == "" {
+		c.Dispatch.ConfigFile = file
+	}
+	return c, nil
+}
+
+// load parses data with go-ini and returns the value of every key the
+// scanner found, indexed like secs. It fails if go-ini sees the file
+// differently from the scanner, which would make the line numbers wrong.
+func load(file string, data []byte, opts ini.LoadOptions, secs []rawSection) (values [][]string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			values, err = nil, &Error{File: file, Msg: fmt.Sprintf("cannot parse: %v", p)}
+		}
+	}()
+	f, err := ini.LoadSources(opts, data)
+	if err != nil {
+		return nil, &Error{File: file, Msg: "cannot parse: " + err.Error(), Err: err}
+	}
+	disagree := func(line int) error {
+		return &Error{File: file, Line: line, Msg: "cannot parse this section (go-ini and the line scanner disagree; please report this)"}
+	}
+	got := f.Sections() // got[0] is go-ini's implicit DEFAULT section
+	if len(got) != len(secs)+1 || len(got[0].Keys()) != 0 {
+		return nil, disagree(0)
+	}
+	values = make([][]string, len(secs))
+	for i, s := range secs {
+		g := got[i+1]
+		gk := g.Keys()
+		if g.Name() != s.name || len(gk) != len(s.keys) {
+			return nil, disagree(s.line)
+		}
+		values[i] = make([]string, len(gk))
+		for j, k := range gk {
+			if k.Name() != s.keys[j].name {
+				return nil, disagree(s.line)
+			}
+			values[i][j] = k.Value()
+		}
+	}
+	return values, nil
+}
+
+// lineReader hands out the lines of a file the way go-ini's parser reads
+// them (bufio.Reader.ReadBytes('\n')): each with its '\n', and, when the file
+// ends with '\n', one last empty line.
+type lineReader struct {
+	data []byte
+	eof  bool
+	n    int // number of the line last returned
+}
+
+// next returns the next line.
+func (r *lineReader) next() []byte {
+	r.n++
+	i := bytes.IndexByte(r.data, '\n')
+	if i < 0 {
+		line := r.data
+		r.data, r.eof = nil, true
+		return line
+	}
+	line := r.data[:i+1]
+	r.data = r.data[i+1:]
+	return line
+}
+
+// stripBOM removes leading byte order marks exactly as go-ini does.
+func stripBOM(d []byte) []byte {
+	for len(d) >= 2 {
+		switch {
+		case d[0] == 0xFE && d[1] == 0xFF, d[0] == 0xFF && d[1] == 0xFE:
+			d = d[2:]
+		case d[0] == 0xEF && d[1] == 0xBB && len(d) >= 3 && d[2] == 0xBF:
+			d = d[3:]
+		default:
+			return d
+		}
+	}
+	return d
+}
+
+// scan walks the file line by line as go-ini's parser does and checks
+// everything that has a line: syntax, section names, key names, duplicates.
+func scan(file string, data []byte) ([]rawSection, error) {
+	r := lineReader{data: stripBOM(data)}
+	bad := func(line int, format string, args ...any) error {
+		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	var secs []rawSection
+	seen := map[string]int{}
+	for !r.eof {
+		t := bytes.TrimLeftFunc(r.next(), unicode.IsSpace)
+		n := r.n
+		if len(t) == 0 || t[0] == '#' || t[0] == ';' {
+			continue
+		}
+		if t[0] == '[' {
+			// go-ini takes the name up to the last ']' and ignores the rest
+			// of the line; we insist the rest is a comment.
+			end := bytes.LastIndexByte(t, ']')
+			if end < 0 {
+				return nil, bad(n, "unclosed section header %q", bytes.TrimSpace(t))
+			}
+			name := string(t[1:end])
+			if rest := bytes.TrimSpace(t[end+1:]); len(rest) > 0 && rest[0] != '#' && rest[0] != ';' {
+				return nil, bad(n, "unexpected %q after [%s]", rest, name)
+			}
+			kind, msg := sectionKind(name)
+			if msg != "" {
+				return nil, bad(n, "%s", msg)
+			}
+			if first, dup := seen[name]; dup {
+				return nil, bad(n, "duplicate section [%s] (first at line %d)", name, first)
+			}
+			seen[name] = n
+			secs = append(secs, rawSection{name: name, kind: kind, line: n})
+			continue
+		}
+		eq := bytes.IndexByte(t, '=')
+		if eq < 0 {
+			return nil, bad(n, "want KEY = value, a [section] header or a comment, not %q", bytes.TrimSpace(t))
+		}
+		name := string(bytes.TrimSpace(t[:eq]))
+		if name == "" {
+			return nil, bad(n, "missing key name before '='")
+		}
+		if len(secs) == 0 {
+			return nil, bad(n, "key %q outside any section (put it under [database], [pepsi-dispatch] or [stage-NAME])", name)
+		}
+		s := &secs[len(secs)-1]
+		if msg := checkKey(s, name); msg != "" {
+			return nil, bad(n, "%s", msg)
+		}
+		s.keys = append(s.keys, rawKey{name: name, line: n})
+
+		// go-ini reads a value that starts with """ or ` up to the line
+		// holding the closing quote.
+		v := bytes.TrimLeftFunc(t[eq+1:], unicode.IsSpace)
+		var q []byte
+		if len(v) > 3 && bytes.HasPrefix(v, []byte(`"""`)) {
+			q = v[:3]
+		} else if len(v) > 0 && v[0] == '`' {
+			q = v[:1]
+		}
+		if q != nil && !bytes.Contains(v[len(q):], q) {
+			for {
+				more := r.next()
+				if bytes.Contains(more, q) {
+					break
+				}
+				if r.eof {
+					return nil, bad(n, "%s: no closing %s for the value", name, q)
+				}
+			}
+		}
+	}
+	return secs, nil
+}
+
+// sectionKind classifies a section name, or says what is wrong with it.
+func sectionKind(name string) (kind, msg string) {
+	switch {
+	case name == sectionDatabase, name == sectionDispatch:
+		return name, ""
+	case strings.HasPrefix(name, stagePrefix):
+		if s := name[len(stagePrefix):]; !ValidStageName(s) {
+			return "", fmt.Sprintf("bad stage name %q in [%s] (want letters, digits, '_', '-' or '.')", s, name)
+		}
+		return stagePrefix, ""
+	}
+	return "", fmt.Sprintf("unknown section [%s] (want [database], [pepsi-dispatch] or [stage-NAME])", name)
+}
+
+// checkKey says what is wrong with key name in section s, if anything.
+func checkKey(s *rawSection, name string) string {
+	known := false
+	for _, k := range keys[s.kind] {
+		if k == name {
+			known = true
+			break
+		}
+	}
+	if !known {
+		for _, k := range keys[s.kind] {
+			if strings.EqualFold(k, name) {
+				return fmt.Sprintf("unknown key %q in [%s] (did you mean %q? keys are upper case)", name, s.name, k)
+			}
+		}
+		return fmt.Sprintf("unknown key %q in [%s]", name, s.name)
+	}
+	for _, k := range s.keys {
+		if k.name == name {
+			return fmt.Sprintf("duplicate key %q in [%s] (first at line %d)", name, s.name, k.line)
+		}
+	}
+	return ""
+}
+
+// setDispatch sets one [pepsi-dispatch] key, or says what is wrong.
+func setDispatch(d *Dispatch, key, v string) string {
+	switch key {
+	case "MAX_RUNTIME":
+		return setDuration(&d.MaxRuntime, key, v, false)
+	case "WORKER_IDLE_TIMEOUT":
+		return setDuration(&d.WorkerIdleTimeout, key, v, false)
+	case "POLL_INTERVAL":
+		return setDuration(&d.PollInterval, key, v, false)
+	case "STATS_INTERVAL":
+		return setDuration(&d.StatsInterval, key, v, false)
+	case "SHUTDOWN_GRACE":
+		return setDuration(&d.ShutdownGrace, key, v, false)
+	case "SPAWN_COOLDOWN":
+		return setDuration(&d.SpawnCooldown, key, v, false)
+	case "RETENTION":
+		return setDuration(&d.Retention, key, v, true)
+	case "CONFIG_FILE":
+		d.ConfigFile = v // "" keeps the default: the file loaded
+	case "INGRESS_CHANNEL":
+		if !channelRE.MatchString(v) {
+			return fmt.Sprintf("%s: bad channel name %q (want a letter or '_', then letters, digits or '_'; at most 63)", key, v)
+		}
+		d.IngressChannel = v
+	case "METRICS_LISTEN":
+		if v != "" {
+			if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+				return fmt.Sprintf("%s: bad address %q (want HOST:PORT or :PORT, or nothing for off)", key, v)
+			}
+		}
+		d.MetricsListen = v
+	}
+	return ""
+}
+
+// setStage sets one numeric [stage-NAME] key, or says what is wrong.
+func setStage(st *Stage, key, v string) string {
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "out of range"):
+		return fmt.Sprintf("%s: %q is out of range (want an integer >= 1)", key, v)
+	case err != nil:
+		return fmt.Sprintf("%s: bad number %q (want an integer >= 1)", key, v)
+	case n < 1:
+		return fmt.Sprintf("%s: must be an integer >= 1, not %q", key, v)
+	}
+	switch key {
+	case "PARALLELISM":
+		st.Parallelism = n
+	case "QUEUE_LIMIT":
+		st.QueueLimit = n
+	case "MAX_MESSAGES":
+		st.MaxMessages = n
+	}
+	return ""
+}
+
+// setProgram sets a stage's PROGRAM from its raw text, or says what is wrong.
+func setProgram(st *Stage, raw string) string {
+	if strings.IndexByte(raw, 0) >= 0 {
+		return "PROGRAM: contains a NUL byte"
+	}
+	words, end, err := splitWords(raw)
+	if err != nil {
+		return fmt.Sprintf("PROGRAM: %v in %q", err, raw)
+	}
+	if len(words) == 0 {
+		return fmt.Sprintf("PROGRAM is empty in [%s%s]", stagePrefix, st.Name)
+	}
+	st.Program = words
+	st.ProgramText = strings.TrimSpace(raw[:end])
+	return ""
+}

@@ -1,0 +1,201 @@
+// Package dispatch is pepsi's coordinator: it claims queued messages and
+// feeds their ids to long-lived stage programs, and settles what they answer.
+//
+// One goroutine, the loop, owns every pool, worker and counter. Each
+// worker's I/O goroutines and the listener only read, write and report to
+// it on channels.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// Options configures a dispatcher.
+type Options struct {
+	Config  *config.Config
+	Log     *slog.Logger
+	Standby bool             // wait for the single-dispatcher lock instead of failing
+	Now     func() time.Time // the clock; time.Now when nil
+}
+
+// ErrLocked is returned by Run when another dispatcher holds the lock.
+var ErrLocked = errors.New("another dispatcher is running")
+
+// Dispatcher is one running coordinator.
+type Dispatcher struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	now     func() time.Time
+	standby bool
+
+	db  *queue.DB
+	lis *queue.Listener
+
+	pools  []*pool
+	byName map[string]*pool
+	seq    uint64
+
+	events  chan event
+	wake    chan struct{}
+	lisErr  chan error
+	relisen chan *queue.Listener
+	fatal   chan error
+
+	settles    []queue.Settle
+	settled    []queue.Settled
+	claimed    []queue.Claimed
+	nextPaused time.Time
+	checkPause bool
+	retryAt    time.Time // after a database error: no queue work before this
+	tally      tally
+	lastFlush  time.Time
+	stopping   bool
+	env        []string
+	bg         sync.WaitGroup // the listener's goroutines
+}
+
+// New checks opts and returns a dispatcher ready to Run.
+func New(opts Options) (*Dispatcher, error) {
+	if opts.Config == nil {
+		return nil, errors.New("dispatch: no configuration")
+	}
+	if len(opts.Config.Stages) == 0 {
+		return nil, fmt.Errorf("%s: no [stage-NAME] sections: nothing to dispatch", nameOf(opts.Config))
+	}
+	d := &Dispatcher{
+		cfg:     opts.Config,
+		log:     opts.Log,
+		now:     opts.Now,
+		standby: opts.Standby,
+		byName:  make(map[string]*pool),
+		events:  make(chan event, 1024),
+		wake:    make(chan struct{}, 1),
+		lisErr:  make(chan error, 1),
+		relisen: make(chan *queue.Listener, 1),
+		fatal:   make(chan error, 1),
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	for _, s := range opts.Config.Stages {
+		p := &pool{cfg: s, more: true}
+		d.pools = append(d.pools, p)
+		d.byName[s.Name] = p
+	}
+	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.DSN)
+	return d, nil
+}
+
+func nameOf(c *config.Config) string {
+	if c.Path == "" {
+		return "configuration"
+	}
+	return c.Path
+}
+
+// Run takes the single-dispatcher lock, resets orphaned rows, and
+// dispatches until ctx is cancelled; then it stops every worker, puts their
+// unanswered messages back, flushes the statistics and returns nil.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if err := d.start(ctx); err != nil {
+		d.close()
+		return err
+	}
+	defer d.close()
+	lctx, cancel := context.WithCancel(context.Background())
+	d.goBackground(func() { d.listen(lctx, d.lis) })
+	err := d.loop(ctx, lctx)
+	cancel()
+	d.bg.Wait()
+	select {
+	case lis := <-d.relisen:
+		_ = lis.Close(context.Background())
+	default:
+	}
+	return err
+}
+
+// goBackground runs fn on a goroutine that Run waits for before it returns.
+func (d *Dispatcher) goBackground(fn func()) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		fn()
+	}()
+}
+
+// start connects, takes the lock and resets orphans.
+func (d *Dispatcher) start(ctx context.Context) error {
+	dc := d.cfg.Dispatch
+	lis, err := queue.Dial(ctx, d.cfg.DSN, dc.IngressChannel)
+	if err != nil {
+		return err
+	}
+	d.lis = lis
+	if err := d.lock(ctx, lis); err != nil {
+		return err
+	}
+	maxConns := int32(4)
+	if d.db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
+		return err
+	}
+	if err := d.db.CheckSchema(ctx); err != nil {
+		return err
+	}
+	if err := lis.Listen(ctx); err != nil {
+		return fmt.Errorf("listen on %q: %w", dc.IngressChannel, err)
+	}
+	n, err := d.db.ResetRunning(ctx)
+	if err != nil {
+		return fmt.Errorf("reset orphaned rows: %w", err)
+	}
+	d.tally.global.Orphans += n
+	d.tally.dirty = n > 0
+	d.checkPause = true
+	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "orphans_reset", n,
+		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile)
+	return nil
+}
+
+// lock takes the single-dispatcher lock on lis, or waits for it in standby.
+func (d *Dispatcher) lock(ctx context.Context, lis *queue.Listener) error {
+	holder, err := lis.TryLock(ctx)
+	if errors.Is(err, queue.ErrLocked) && d.standby {
+		d.log.Info("standby: waiting for the dispatcher lock", "holder_backend_pid", holder)
+		err = lis.WaitLock(ctx)
+		if err == nil {
+			d.log.Info("standby: took over the dispatcher lock")
+		}
+	}
+	if errors.Is(err, queue.ErrLocked) {
+		if app, _ := lis.SessionName(ctx, holder); app != "" {
+			return fmt.Errorf("%w: %s (server pid %d)", ErrLocked, app, holder)
+		}
+		return fmt.Errorf("%w (server pid %d holds the lock)", ErrLocked, holder)
+	}
+	return err
+}
+
+// close releases what start acquired.
+func (d *Dispatcher) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if d.lis != nil {
+		_ = d.lis.Close(ctx)
+	}
+	if d.db != nil {
+		d.db.Close()
+	}
+}

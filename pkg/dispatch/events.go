@@ -1,0 +1,140 @@
+package dispatch
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// handle applies one worker event to the loop's state.
+func (d *Dispatcher) handle(ev event) {
+	w := ev.w
+	switch ev.kind {
+	case evAnswers:
+		d.answers(w, ev.answers)
+	case evProtocol:
+		d.protocolError(w, "protocol error: "+ev.err.Error())
+	case evEOF:
+		if !w.stopping && !w.gone {
+			d.log.Warn("worker closed its stdout; killing it", "stage", w.pool.cfg.Name, "pid", w.proc.pid)
+			w.gone = true
+			d.stop(w, d.now(), true)
+			w.killAt = d.now()
+		}
+	case evExit:
+		d.exited(w, ev.err)
+	}
+}
+
+// answers books status lines, in order, against the worker's pipeline.
+func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
+	if w.gone {
+		return
+	}
+	now := d.now()
+	stage := w.pool.cfg.Name
+	for i := range answers {
+		st := &answers[i]
+		if w.inflight.len() == 0 {
+			d.protocolError(w, "protocol error: status line with no message outstanding")
+			return
+		}
+		id := w.inflight.pop()
+		w.answered++
+		d.tally.answered(stage, st.Code == 0, now.Sub(w.headAt), st.Fused)
+		if st.Code == 0 {
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Answered})
+		} else {
+			reason := fmt.Sprintf("stage %s answered %d", stage, st.Code)
+			if st.Text != "" {
+				reason += ": " + st.Text
+			}
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Fail, Reason: reason})
+		}
+		w.headAt = now
+	}
+	if w.inflight.len() == 0 {
+		w.idleAt = now
+	}
+}
+
+// protocolError fails the worker's head message with reason, puts the rest
+// back and stops the worker.
+func (d *Dispatcher) protocolError(w *worker, reason string) {
+	if w.gone {
+		return
+	}
+	d.log.Warn("worker broke the protocol; stopping it", "stage", w.pool.cfg.Name, "pid", w.proc.pid, "reason", reason)
+	if w.inflight.len() > 0 {
+		d.tally.stage(w.pool.cfg.Name).Failed++
+	}
+	d.abandon(w, reason)
+	d.stop(w, d.now(), true)
+}
+
+// timeout kills a worker whose head message went unanswered for MAX_RUNTIME.
+func (d *Dispatcher) timeout(w *worker, now time.Time) {
+	max := d.cfg.Dispatch.MaxRuntime
+	d.log.Warn("message timed out; killing worker", "stage", w.pool.cfg.Name, "pid", w.proc.pid,
+		"max_runtime", max, "pipelined", w.inflight.len()-1)
+	d.tally.stage(w.pool.cfg.Name).Timeouts++
+	d.abandon(w, fmt.Sprintf("timeout: no answer within MAX_RUNTIME (%s)", max))
+	d.stop(w, now, true)
+	w.proc.signal(sigKill)
+	w.killAt = time.Time{}
+}
+
+// abandon fails the worker's head message with reason and puts the rest
+// back; the worker's later output is ignored.
+func (d *Dispatcher) abandon(w *worker, reason string) {
+	w.gone = true
+	ids := w.inflight.drain()
+	stage := w.pool.cfg.Name
+	for i, id := range ids {
+		if i == 0 {
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Fail, Reason: reason})
+		} else {
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Requeue})
+		}
+	}
+}
+
+// exited removes a worker whose process ended. A worker that ends with
+// messages outstanding crashed: its head fails and the rest go back.
+func (d *Dispatcher) exited(w *worker, err error) {
+	p := w.pool
+	p.remove(w)
+	status := "exit status 0"
+	if err != nil {
+		status = err.Error()
+	}
+	switch {
+	case w.inflight.len() > 0 && w.stopping && !w.gone:
+		d.log.Debug("worker stopped with messages outstanding", "stage", p.cfg.Name, "pid", w.proc.pid,
+			"status", status, "outstanding", w.inflight.len())
+		for _, id := range w.inflight.drain() {
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Requeue})
+		}
+	case w.inflight.len() > 0:
+		d.log.Warn("worker crashed", "stage", p.cfg.Name, "pid", w.proc.pid, "status", status,
+			"pipelined", w.inflight.len()-1)
+		d.tally.stage(p.cfg.Name).Crashes++
+		d.abandon(w, "worker crashed: "+status)
+		if w.answered == 0 {
+			d.cooldown(p, d.now(), "worker died before its first answer")
+		}
+	case w.stopping:
+		d.log.Debug("worker exited", "stage", p.cfg.Name, "pid", w.proc.pid, "status", status, "messages", w.answered)
+	default:
+		d.log.Warn("worker exited unasked", "stage", p.cfg.Name, "pid", w.proc.pid, "status", status)
+		if w.answered == 0 {
+			d.cooldown(p, d.now(), "worker died before its first answer")
+		}
+	}
+	if !w.stopping {
+		close(w.proc.feed)
+	}
+	p.more = true
+}

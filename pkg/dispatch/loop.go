@@ -1,0 +1,335 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// idleFlushGap is the least time between two flushes made because the
+// pipeline went idle.
+const idleFlushGap = time.Second
+
+// dbRetry is how long the loop waits after a failed queue statement.
+const dbRetry = time.Second
+
+// loop is the dispatcher's one goroutine: it handles events, then takes a
+// turn (settle, resume, claim, hand out), then sleeps until the next event
+// or deadline.
+func (d *Dispatcher) loop(ctx, lctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	done := ctx.Done()
+	var fatal error
+	for {
+		now := d.now()
+		d.turn(now)
+		if d.stopping && d.workerCount() == 0 {
+			return d.finish(fatal)
+		}
+		timer.Reset(max(d.nextDeadline(now).Sub(d.now()), 0))
+		select {
+		case ev := <-d.events:
+			d.handle(ev)
+			d.drainEvents()
+		case <-d.wake:
+			d.woken()
+		case err := <-d.lisErr:
+			d.log.Error("listener connection failed; reconnecting", "err", err)
+			d.goBackground(func() { d.relisten(lctx) })
+		case lis := <-d.relisen:
+			_ = d.lis.Close(ctx)
+			d.lis = lis
+			d.goBackground(func() { d.listen(lctx, lis) })
+			d.woken()
+			d.log.Info("listener reconnected")
+		case err := <-d.fatal:
+			d.log.Error("stopping", "err", err)
+			fatal = err
+			d.beginStop()
+		case <-timer.C:
+		case <-done:
+			done = nil
+			d.log.Info("stopping: signal received")
+			d.beginStop()
+		}
+	}
+}
+
+// drainEvents handles every event already queued, so that capacities are
+// current before the turn.
+func (d *Dispatcher) drainEvents() {
+	for {
+		select {
+		case ev := <-d.events:
+			d.handle(ev)
+		default:
+			return
+		}
+	}
+}
+
+// woken marks every stage worth a claim and due paused rows worth a look.
+func (d *Dispatcher) woken() {
+	for _, p := range d.pools {
+		p.more = true
+	}
+	d.checkPause = true
+}
+
+// opTimeout bounds one queue statement. Statements do not run under the
+// loop's context: a stop must not cancel a claim or settle half-way, leaving
+// rows changed that the loop does not know of.
+const opTimeout = 30 * time.Second
+
+// turn does the queue work the events and clock call for.
+func (d *Dispatcher) turn(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	d.watch(now)
+	if now.Before(d.retryAt) {
+		return
+	}
+	if err := d.settle(ctx); err != nil {
+		d.dbFailed(now, "settle", err)
+		return
+	}
+	if d.stopping {
+		return
+	}
+	if d.checkPause || (!d.nextPaused.IsZero() && !now.Before(d.nextPaused)) {
+		n, next, err := d.db.ResumePaused(ctx)
+		if err != nil {
+			d.dbFailed(now, "resume paused", err)
+			return
+		}
+		d.checkPause, d.nextPaused = false, next
+		if n > 0 {
+			d.tally.global.Resumed += n
+			d.tally.dirty = true
+			d.woken()
+			d.checkPause = false
+		}
+	}
+	if err := d.claim(ctx, now); err != nil {
+		d.dbFailed(now, "claim", err)
+		return
+	}
+	d.maybeFlush(ctx, now)
+}
+
+func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
+	d.log.Error("database: "+what+" failed; retrying", "err", err)
+	d.retryAt = now.Add(dbRetry)
+}
+
+// watch enforces MAX_RUNTIME, idle reaping, recycling, kill deadlines and
+// cooldown ends.
+func (d *Dispatcher) watch(now time.Time) {
+	dc := &d.cfg.Dispatch
+	for _, p := range d.pools {
+		if p.cooling && !now.Before(p.coolUntil) && !p.more {
+			p.more = true
+		}
+		for _, w := range p.workers {
+			switch {
+			case w.stopping:
+				if !w.killAt.IsZero() && !now.Before(w.killAt) {
+					d.log.Warn("worker did not exit in time; killing", "stage", p.cfg.Name, "pid", w.proc.pid)
+					w.proc.signal(syscall.SIGKILL)
+					w.killAt = time.Time{}
+				}
+			case w.inflight.len() > 0 && now.Sub(w.headAt) >= dc.MaxRuntime:
+				d.timeout(w, now)
+			case w.inflight.len() == 0 && w.draining:
+				d.log.Info("recycling worker", "stage", p.cfg.Name, "pid", w.proc.pid, "messages", w.handed)
+				d.stop(w, now, false)
+			case w.inflight.len() == 0 && now.Sub(w.idleAt) >= dc.WorkerIdleTimeout:
+				d.log.Debug("stopping idle worker", "stage", p.cfg.Name, "pid", w.proc.pid)
+				d.stop(w, now, false)
+			}
+		}
+	}
+}
+
+// nextDeadline is when the loop must wake even without events.
+func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
+	dc := &d.cfg.Dispatch
+	next := now.Add(dc.StatsInterval)
+	soon := func(t time.Time) {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
+	}
+	if now.Before(d.retryAt) {
+		soon(d.retryAt)
+	} else {
+		if len(d.settles) > 0 {
+			soon(now)
+		}
+		if d.tally.dirty {
+			soon(d.lastFlush.Add(dc.StatsInterval))
+			if d.idle() {
+				soon(d.lastFlush.Add(idleFlushGap))
+			}
+		}
+		soon(d.nextPaused)
+	}
+	for _, p := range d.pools {
+		if now.Before(p.coolUntil) {
+			soon(p.coolUntil)
+		}
+		for _, w := range p.workers {
+			switch {
+			case w.stopping:
+				soon(w.killAt)
+			case w.inflight.len() > 0:
+				soon(w.headAt.Add(dc.MaxRuntime))
+			default:
+				soon(w.idleAt.Add(dc.WorkerIdleTimeout))
+			}
+		}
+	}
+	return next
+}
+
+// claim takes pending rows for every stage that has spare capacity and may
+// have work, and hands them to workers.
+func (d *Dispatcher) claim(ctx context.Context, now time.Time) error {
+	var caps []queue.StageCap
+	for _, p := range d.pools {
+		if !p.more {
+			continue
+		}
+		if c := p.capacity(now); c > 0 {
+			caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
+		}
+	}
+	if len(caps) == 0 {
+		return nil
+	}
+	claimed, err := d.db.Claim(ctx, caps, d.claimed[:0])
+	if err != nil {
+		return err
+	}
+	d.claimed = claimed
+	got := make(map[string]int, len(caps))
+	for _, c := range claimed {
+		got[c.Stage]++
+	}
+	for _, c := range caps {
+		d.byName[c.Stage].more = got[c.Stage] == c.Cap
+	}
+	if len(claimed) == 0 {
+		return nil
+	}
+	d.tally.global.Claimed += int64(len(claimed))
+	d.tally.dirty = true
+	slices.SortFunc(claimed, func(a, b queue.Claimed) int {
+		return cmp.Or(cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.ID, b.ID))
+	})
+	for _, c := range claimed {
+		d.assign(d.byName[c.Stage], c.ID, now)
+	}
+	for _, p := range d.pools {
+		for _, w := range p.workers {
+			w.flush()
+		}
+	}
+	return nil
+}
+
+// assign hands id to the earliest-started worker with a free slot,
+// starting one if none has; a message no worker can take goes back.
+func (d *Dispatcher) assign(p *pool, id int64, now time.Time) {
+	w := p.pick()
+	if w == nil && p.live() < p.cfg.Parallelism && !now.Before(p.coolUntil) {
+		w = d.spawn(p, now)
+	}
+	if w == nil {
+		d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Requeue})
+		return
+	}
+	w.hand(id, now)
+	if w.handed >= p.cfg.MaxMessages {
+		w.draining = true
+	}
+}
+
+// settle applies the verdicts gathered since the last turn in one statement.
+func (d *Dispatcher) settle(ctx context.Context) error {
+	if len(d.settles) == 0 {
+		return nil
+	}
+	settled, err := d.db.Settle(ctx, d.settles, d.settled[:0])
+	if err != nil {
+		return err
+	}
+	d.settled = settled
+	d.settles = d.settles[:0]
+	for i := range settled {
+		s := &settled[i]
+		d.tally.settled(s)
+		if s.Set == queue.Pending {
+			if p := d.byName[s.Stage]; p != nil {
+				p.more = true
+			}
+		}
+		if s.Set == "" && s.Status == queue.Paused && (d.nextPaused.IsZero() || s.Timeout.Before(d.nextPaused)) {
+			d.nextPaused = s.Timeout
+		}
+	}
+	return nil
+}
+
+// idle reports whether no message is in flight and nothing waits to be settled.
+func (d *Dispatcher) idle() bool {
+	if len(d.settles) > 0 {
+		return false
+	}
+	for _, p := range d.pools {
+		for _, w := range p.workers {
+			if w.inflight.len() > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// maybeFlush writes the statistics every STATS_INTERVAL, or when the
+// pipeline went idle (at most once per idleFlushGap).
+func (d *Dispatcher) maybeFlush(ctx context.Context, now time.Time) {
+	if !d.tally.dirty {
+		return
+	}
+	due := !now.Before(d.lastFlush.Add(d.cfg.Dispatch.StatsInterval)) ||
+		(d.idle() && !now.Before(d.lastFlush.Add(idleFlushGap)))
+	if due {
+		d.flushStats(ctx, now)
+	}
+}
+
+// flushStats writes the deltas in one transaction.
+func (d *Dispatcher) flushStats(ctx context.Context, now time.Time) {
+	stages, global := d.tally.snapshot()
+	if err := d.db.AddStats(ctx, stages, global); err != nil {
+		d.log.Error("database: writing statistics failed; will retry", "err", err)
+		d.lastFlush = now.Add(-d.cfg.Dispatch.StatsInterval).Add(dbRetry)
+		return
+	}
+	d.tally.reset()
+	d.lastFlush = now
+}
+
+func (d *Dispatcher) workerCount() int {
+	n := 0
+	for _, p := range d.pools {
+		n += len(p.workers)
+	}
+	return n
+}

@@ -1,0 +1,61 @@
+package dispatch
+
+import (
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+)
+
+// pool is one stage's workers and what the loop knows about the stage.
+type pool struct {
+	cfg       config.Stage
+	workers   []*worker // in start order
+	inflight  int       // ids handed to this stage's workers and not yet settled
+	coolUntil time.Time // no claims and no starts before this
+	cooling   bool      // in a cooldown episode (logged once)
+	more      bool      // pending rows may be waiting: worth a claim
+}
+
+// live counts the workers that hold a PARALLELISM slot: all but those told to stop.
+func (p *pool) live() int {
+	n := 0
+	for _, w := range p.workers {
+		if !w.stopping {
+			n++
+		}
+	}
+	return n
+}
+
+// capacity is how many more messages the stage can take now: free slots of
+// its feedable workers plus QUEUE_LIMIT for each worker it may still start.
+func (p *pool) capacity(now time.Time) int {
+	if now.Before(p.coolUntil) {
+		return 0
+	}
+	c := 0
+	for _, w := range p.workers {
+		c += w.free(p.cfg.QueueLimit)
+	}
+	return c + (p.cfg.Parallelism-p.live())*p.cfg.QueueLimit
+}
+
+// pick returns the earliest-started worker with a free slot, or nil.
+func (p *pool) pick() *worker {
+	for _, w := range p.workers {
+		if w.free(p.cfg.QueueLimit) > 0 {
+			return w
+		}
+	}
+	return nil
+}
+
+// remove drops w from the pool.
+func (p *pool) remove(w *worker) {
+	for i, x := range p.workers {
+		if x == w {
+			p.workers = append(p.workers[:i], p.workers[i+1:]...)
+			return
+		}
+	}
+}

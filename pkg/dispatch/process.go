@@ -1,0 +1,195 @@
+package dispatch
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
+)
+
+// process is one running stage program and its I/O goroutines. Only the
+// goroutines started here touch its pipes; the loop talks to it through
+// feed and signal, and hears from it through events.
+type process struct {
+	cmd   *exec.Cmd
+	pid   int
+	stdin *os.File
+	feed  chan []byte // buffers of ids for the writer; closed to close stdin
+}
+
+// spawnSpec is what starting a stage program needs.
+type spawnSpec struct {
+	argv   []string // program and arguments, -c CONFIG_FILE included
+	env    []string
+	stage  string
+	log    *slog.Logger
+	events chan<- event
+	feed   int // capacity of the feed channel: more than the writes that can be outstanding
+}
+
+// startProcess starts argv in its own process group with its stdin, stdout
+// and stderr on pipes, and the goroutines that serve them.
+func startProcess(w *worker, spec spawnSpec) (*process, error) {
+	cmd := exec.Command(spec.argv[0], spec.argv[1:]...)
+	cmd.Env = spec.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, err
+	}
+	closeAll(inR, outW, errW) // the child has its copies
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, stdin: inW, feed: make(chan []byte, spec.feed)}
+	log := spec.log.With("stage", spec.stage, "pid", p.pid)
+	readDone := make(chan struct{})
+	go p.write()
+	go relayStderr(errR, log)
+	go func() {
+		defer close(readDone)
+		readAnswers(outR, w, spec.events)
+	}()
+	go func() {
+		err := cmd.Wait()
+		// Whatever the program left behind in its group goes with it, so
+		// that nothing holds its stdout open.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		<-readDone
+		spec.events <- event{kind: evExit, w: w, err: err}
+	}()
+	return p, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// write copies id buffers to the program's stdin, one write each, and
+// closes stdin when feed is closed. A failed write is not reported: the
+// program is gone and its exit event says so.
+func (p *process) write() {
+	broken := false
+	for buf := range p.feed {
+		if !broken {
+			if _, err := p.stdin.Write(buf); err != nil {
+				broken = true
+			}
+		}
+	}
+	p.stdin.Close()
+}
+
+// signal sends sig to the program's process group.
+func (p *process) signal(sig syscall.Signal) {
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// maxBatch bounds how many status lines one event carries.
+const maxBatch = 128
+
+// readAnswers parses status lines from the program's stdout and reports
+// them in batches of what is already buffered, then reports the end of
+// stdout. A protocol error ends reading.
+func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, protocol.MaxLine+2)
+	var batch []protocol.Status
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			if len(batch) > 0 {
+				events <- event{kind: evAnswers, w: w, answers: batch}
+			}
+			if errors.Is(err, io.EOF) {
+				events <- event{kind: evEOF, w: w}
+			} else {
+				events <- event{kind: evProtocol, w: w, err: err}
+			}
+			return
+		}
+		st, perr := protocol.Parse(line)
+		if perr != nil {
+			if len(batch) > 0 {
+				events <- event{kind: evAnswers, w: w, answers: batch}
+			}
+			events <- event{kind: evProtocol, w: w, err: perr}
+			_, _ = io.Copy(io.Discard, br)
+			return
+		}
+		batch = append(batch, st)
+		if len(batch) >= maxBatch || !hasLine(br) {
+			events <- event{kind: evAnswers, w: w, answers: batch}
+			batch = nil
+		}
+	}
+}
+
+// errLongLine reports a status line over protocol.MaxLine.
+var errLongLine = fmt.Errorf("status line longer than %d bytes", protocol.MaxLine)
+
+// readLine returns the next line without its newline. A final line without
+// a newline is returned as a line; a line over protocol.MaxLine is an error.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	switch {
+	case err == nil:
+		return bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'}), nil
+	case errors.Is(err, bufio.ErrBufferFull):
+		return nil, errLongLine
+	case errors.Is(err, io.EOF) && len(line) > 0:
+		return line, nil
+	}
+	return nil, err
+}
+
+// hasLine reports whether a whole line is already buffered.
+func hasLine(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n)
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// relayStderr logs each line the program writes to stderr.
+func relayStderr(r io.ReadCloser, log *slog.Logger) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 8<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			text := bytes.TrimRight(line, "\r\n")
+			if len(text) > 0 {
+				log.Info("worker: " + string(bytes.ToValidUTF8(text, []byte("\uFFFD"))))
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}

@@ -1,0 +1,96 @@
+// Package pgtest gives tests a fresh, migrated pepsi database on a real
+// PostgreSQL server and drops it when the test ends.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// DefaultDSN is the server tests use when PEPSI_TEST_DSN is not set.
+const DefaultDSN = "postgres:///postgres?host=/var/run/postgresql"
+
+// ServerDSN returns the DSN of the server tests create databases on.
+func ServerDSN() string {
+	if dsn := os.Getenv("PEPSI_TEST_DSN"); dsn != "" {
+		return dsn
+	}
+	return DefaultDSN
+}
+
+// Empty creates an empty database, dropped when t ends, and returns its DSN.
+func Empty(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	server := ServerDSN()
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s (set PEPSI_TEST_DSN): %v", server, err)
+	}
+	defer admin.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "pepsi_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, server)
+		if err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return WithDatabase(server, name)
+}
+
+// WithDatabase returns dsn (a URL or key=value string) pointed at database name.
+func WithDatabase(dsn, name string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			u.Path = "/" + name
+			return u.String()
+		}
+	}
+	return dsn + " dbname=" + name
+}
+
+// New creates a migrated database, dropped when t ends, and returns a pool
+// on it (closed when t ends) and its DSN.
+func New(t testing.TB) (*queue.DB, string) {
+	t.Helper()
+	dsn := Empty(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	if _, err := queue.Migrate(ctx, conn); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	conn.Close(ctx)
+	db, err := queue.Open(ctx, dsn, 8)
+	if err != nil {
+		t.Fatalf("pgtest: open: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db, dsn
+}

@@ -1,0 +1,169 @@
+// Package protocol holds the worker protocol's wire format: the status line
+// a stage program writes for each message id it was given.
+//
+//	CODE [STAGE=SECONDS ...] [# free text]
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxLine is the longest status line accepted, newline excluded.
+const MaxLine = 64 << 10
+
+// Fused is a stage that ran inside another stage's pass, and for how long.
+type Fused struct {
+	Stage   string
+	Seconds float64
+}
+
+// Status is one parsed status line.
+type Status struct {
+	Code  int     // 0 is success
+	Fused []Fused // stages fused into this pass
+	Text  string  // free text after '#', valid UTF-8
+}
+
+// tokenKind is one kind of token that may follow the code. Adding a token
+// to the protocol is adding a row to tokenKinds.
+type tokenKind struct {
+	name  string
+	match func(tok []byte) bool
+	apply func(st *Status, tok []byte) error
+}
+
+var tokenKinds = []tokenKind{
+	{"STAGE=SECONDS", isFused, applyFused},
+}
+
+// Parse parses one status line (without its newline). The error says what
+// is wrong in a form fit for a log line or dispatch_error.
+func Parse(line []byte) (Status, error) {
+	var st Status
+	if len(line) > MaxLine {
+		return st, fmt.Errorf("status line longer than %d bytes", MaxLine)
+	}
+	if bytes.IndexByte(line, 0) >= 0 {
+		return st, fmt.Errorf("status line contains a NUL byte: %s", Quote(line))
+	}
+	head := line
+	if i := commentStart(line); i >= 0 {
+		head = line[:i]
+		st.Text = strings.TrimSpace(strings.ToValidUTF8(string(line[i+1:]), "\uFFFD"))
+	}
+	fields := bytes.Fields(head)
+	if len(fields) == 0 {
+		return st, fmt.Errorf("status line has no code: %s", Quote(line))
+	}
+	code, ok := parseCode(fields[0])
+	if !ok {
+		return st, fmt.Errorf("status line does not start with a decimal code: %s", Quote(line))
+	}
+	st.Code = code
+	for _, tok := range fields[1:] {
+		if err := applyToken(&st, tok); err != nil {
+			return st, fmt.Errorf("%w in status line %s", err, Quote(line))
+		}
+	}
+	return st, nil
+}
+
+func applyToken(st *Status, tok []byte) error {
+	for _, k := range tokenKinds {
+		if k.match(tok) {
+			return k.apply(st, tok)
+		}
+	}
+	return fmt.Errorf("unknown token %s", Quote(tok))
+}
+
+// commentStart returns the index of the '#' that starts the free text: the
+// first one at the start of the line or after a blank.
+func commentStart(line []byte) int {
+	for i, c := range line {
+		if c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+			return i
+		}
+	}
+	return -1
+}
+
+func parseCode(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+func isFused(tok []byte) bool {
+	i := bytes.IndexByte(tok, '=')
+	return i > 0 && ValidStage(tok[:i])
+}
+
+var errSeconds = errors.New("bad seconds")
+
+func applyFused(st *Status, tok []byte) error {
+	i := bytes.IndexByte(tok, '=')
+	secs, err := strconv.ParseFloat(string(tok[i+1:]), 64)
+	if err != nil || secs < 0 || secs != secs || secs > 1e9 {
+		return fmt.Errorf("%w in %s", errSeconds, Quote(tok))
+	}
+	st.Fused = append(st.Fused, Fused{Stage: string(tok[:i]), Seconds: secs})
+	return nil
+}
+
+// ValidStage reports whether b is a stage name: letters, digits, '_', '-', '.'.
+func ValidStage(b []byte) bool {
+	if len(b) == 0 || len(b) > 63 {
+		return false
+	}
+	for _, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Quote renders at most the first 120 bytes of b as a quoted, printable
+// string for an error message.
+func Quote(b []byte) string {
+	const max = 120
+	if len(b) > max {
+		return strconv.Quote(strings.ToValidUTF8(string(b[:max]), "\uFFFD")) + "…"
+	}
+	if !utf8.Valid(b) {
+		return strconv.Quote(strings.ToValidUTF8(string(b), "\uFFFD"))
+	}
+	return strconv.Quote(string(b))
+}
+
+// Append appends st as a status line, newline included, to dst.
+func Append(dst []byte, st Status) []byte {
+	dst = strconv.AppendInt(dst, int64(st.Code), 10)
+	for _, f := range st.Fused {
+		dst = append(dst, ' ')
+		dst = append(dst, f.Stage...)
+		dst = append(dst, '=')
+		dst = strconv.AppendFloat(dst, f.Seconds, 'f', -1, 64)
+	}
+	if st.Text != "" {
+		dst = append(dst, " # "...)
+		dst = append(dst, strings.ReplaceAll(st.Text, "\n", " ")...)
+	}
+	return append(dst, '\n')
+}

@@ -1,0 +1,112 @@
+// Package queue is pepsi's data access layer: every SQL statement the
+// commands and the dispatcher run lives here (the schema lives in sql/).
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Status is the state of a message's queue row.
+type Status string
+
+// The statuses a queue row can have.
+const (
+	Pending Status = "pending"
+	Running Status = "running"
+	Paused  Status = "paused"
+	Done    Status = "done"
+	Failed  Status = "failed"
+)
+
+// Statuses lists every status in lifecycle order.
+var Statuses = []Status{Pending, Running, Paused, Done, Failed}
+
+// ParseStatus returns the status named s, or an error naming it.
+func ParseStatus(s string) (Status, error) {
+	for _, st := range Statuses {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown status %q (want pending, running, paused, done or failed)", s)
+}
+
+// ErrNotFound is returned when a message id does not exist.
+var ErrNotFound = errors.New("no such message")
+
+// DB is a pool of connections to a pepsi database.
+type DB struct {
+	Pool *pgxpool.Pool
+}
+
+// Open connects a pool to dsn and checks that the server answers.
+func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", describe(err))
+	}
+	return &DB{Pool: pool}, nil
+}
+
+// Close closes every connection of the pool.
+func (db *DB) Close() { db.Pool.Close() }
+
+// describe shortens a connection error to its cause.
+func describe(err error) error {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return ce.Unwrap()
+	}
+	return err
+}
+
+// IsTransient reports whether err is a serialization failure or deadlock
+// that is worth re-running.
+func IsTransient(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return false
+}
+
+// IsReadOnly reports whether err says the server is a read-only standby.
+func IsReadOnly(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
+}
+
+// retry runs fn, re-running it a few times while it fails transiently.
+func retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = fn(); err == nil || !IsTransient(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// inTx runs fn in a READ COMMITTED transaction, retried when transient.
+func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db.Pool, fn)
+	})
+}

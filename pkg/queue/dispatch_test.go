@@ -1,0 +1,419 @@
+package queue_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func claimedIDs(cs []queue.Claimed, stage string) []int64 {
+	var ids []int64
+	for _, c := range cs {
+		if c.Stage == stage {
+			ids = append(ids, c.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestClaim(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+
+	// Interleave stages and statuses so that ingress order matters.
+	var aPending, bPending, cPending, others []int64
+	others = append(others, seed(t, db, "a", queue.Done, 1)...)
+	aPending = append(aPending, seed(t, db, "a", queue.Pending, 2)...)
+	bPending = append(bPending, seed(t, db, "b", queue.Pending, 1)...)
+	others = append(others, seed(t, db, "a", queue.Running, 1)...)
+	aPending = append(aPending, seed(t, db, "a", queue.Pending, 2)...)
+	others = append(others, seed(t, db, "a", queue.Paused, 1)...)
+	others = append(others, seed(t, db, "a", queue.Failed, 1)...)
+	bPending = append(bPending, seed(t, db, "b", queue.Pending, 1)...)
+	cPending = append(cPending, seed(t, db, "c", queue.Pending, 3)...)
+	aPending = append(aPending, seed(t, db, "a", queue.Pending, 1)...)
+	othersBefore := map[int64]stateRow{}
+	for _, id := range others {
+		othersBefore[id] = getState(t, db, id)
+	}
+
+	dst := []queue.Claimed{{ID: -1, Stage: "kept"}}
+	got, err := db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 5}, {Stage: "c", Cap: 0}, {Stage: "nothing", Cap: 4}}, dst)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if len(got) == 0 || got[0] != dst[0] {
+		t.Fatalf("Claim did not append to dst: %v", got)
+	}
+	got = got[1:]
+	if ids := claimedIDs(got, "a"); !slices.Equal(ids, aPending[:3]) {
+		t.Fatalf("a: claimed %v, want the first three pending %v", ids, aPending[:3])
+	}
+	if ids := claimedIDs(got, "b"); !slices.Equal(ids, bPending) {
+		t.Fatalf("b: claimed %v, want all pending %v", ids, bPending)
+	}
+	if len(got) != 3+len(bPending) {
+		t.Fatalf("claimed %v: stages with cap 0 or without rows must give nothing", got)
+	}
+	for _, c := range got {
+		if r := getState(t, db, c.ID); r.Status != queue.Running || r.Attempts != 1 || r.Stage != c.Stage {
+			t.Fatalf("claimed row %d: %+v, want running with 1 attempt", c.ID, r)
+		}
+	}
+	for _, id := range cPending {
+		if r := getState(t, db, id); r.Status != queue.Pending || r.Attempts != 0 {
+			t.Fatalf("c row %d (cap 0) claimed: %+v", id, r)
+		}
+	}
+	for _, id := range aPending[3:] {
+		if r := getState(t, db, id); r.Status != queue.Pending {
+			t.Fatalf("a row %d beyond the cap claimed: %+v", id, r)
+		}
+	}
+	for id, before := range othersBefore {
+		if after := getState(t, db, id); !after.same(before) {
+			t.Fatalf("non-pending row %d touched: %+v → %+v", id, before, after)
+		}
+	}
+
+	// The next claim takes the next ones.
+	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 1}, {Stage: "c", Cap: 2}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := claimedIDs(got, "a"); !slices.Equal(ids, aPending[3:]) {
+		t.Fatalf("second claim a: %v, want %v", ids, aPending[3:])
+	}
+	if ids := claimedIDs(got, "c"); !slices.Equal(ids, cPending[:2]) {
+		t.Fatalf("second claim c: %v, want %v", ids, cPending[:2])
+	}
+	if ids := claimedIDs(got, "b"); len(ids) != 0 {
+		t.Fatalf("second claim b: %v, want none left", ids)
+	}
+
+	// A requeued row is claimed again, with a second attempt, before later ones.
+	if _, err := db.ResetIDs(ctx, []int64{aPending[0]}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
+	if err != nil || len(got) != 1 || got[0].ID != aPending[0] {
+		t.Fatalf("reclaim: %v, %v; want %d", got, err, aPending[0])
+	}
+	if r := getState(t, db, aPending[0]); r.Attempts != 2 || r.Status != queue.Running {
+		t.Fatalf("reclaimed row: %+v, want running with 2 attempts", r)
+	}
+
+	// Nothing to claim, or no capacity: no rows, no error.
+	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 5}, {Stage: "b", Cap: 5}}, nil)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("claim with nothing pending: %v, %v", got, err)
+	}
+	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "c", Cap: 0}}, nil)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("claim with no capacity: %v, %v", got, err)
+	}
+	got, err = db.Claim(ctx, nil, nil)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("claim with no stages: %v, %v", got, err)
+	}
+}
+
+// Caps are honoured exactly on a larger set.
+func TestClaimCapsExact(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	xs := seed(t, db, "x", queue.Pending, 200)
+	ys := seed(t, db, "y", queue.Pending, 50)
+	for _, caps := range [][2]int{{7, 49}, {1, 1}, {100, 0}, {92, 10}} {
+		got, err := db.Claim(ctx, []queue.StageCap{{Stage: "x", Cap: caps[0]}, {Stage: "y", Cap: caps[1]}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantX, wantY := xs[:min(caps[0], len(xs))], ys[:min(caps[1], len(ys))]
+		xs, ys = xs[len(wantX):], ys[len(wantY):]
+		if ids := claimedIDs(got, "x"); !slices.Equal(ids, wantX) {
+			t.Fatalf("caps %v: x claimed %d rows %v, want %v", caps, len(ids), ids, wantX)
+		}
+		if ids := claimedIDs(got, "y"); !slices.Equal(ids, wantY) {
+			t.Fatalf("caps %v: y claimed %d rows %v, want %v", caps, len(ids), ids, wantY)
+		}
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running'"); n != 250 {
+		t.Fatalf("%d running rows, want 250", n)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+
+	type tc struct {
+		name    string
+		stage   func(id int64) // what the stage did to the running row
+		verdict queue.Verdict
+		reason  string
+		// want
+		before   queue.Status // status Settle found
+		beforeAt string       // stage Settle found
+		set      queue.Status
+		status   queue.Status
+		at       string
+		dispErr  string
+		errText  string
+	}
+	advance := func(id int64) { exec(t, db, "SELECT pepsi.advance($1, 'next')", id) }
+	finish := func(id int64) { exec(t, db, "SELECT pepsi.finish($1)", id) }
+	pause := func(id int64) { exec(t, db, "SELECT pepsi.pause($1, '1 hour')", id) }
+	fail := func(id int64) { exec(t, db, "SELECT pepsi.fail($1, 'stage says no')", id) }
+	nothing := func(int64) {}
+	const none = "<nil>"
+	cases := []tc{
+		{"ok advanced", advance, queue.Answered, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"ok not moved", nothing, queue.Answered, "", queue.Running, "s", queue.Failed, queue.Failed, "s", queue.NotMoved, none},
+		{"fail same stage", nothing, queue.Fail, "boom", queue.Running, "s", queue.Failed, queue.Failed, "s", "boom", none},
+		{"fail advanced", advance, queue.Fail, "boom", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"fail finished", finish, queue.Fail, "boom", queue.Done, "s", "", queue.Done, "s", none, none},
+		{"fail paused", pause, queue.Fail, "boom", queue.Paused, "s", "", queue.Paused, "s", none, none},
+		{"fail failed", fail, queue.Fail, "boom", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
+		{"ok finished", finish, queue.Answered, "", queue.Done, "s", "", queue.Done, "s", none, none},
+		{"ok paused", pause, queue.Answered, "", queue.Paused, "s", "", queue.Paused, "s", none, none},
+		{"ok failed", fail, queue.Answered, "", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
+		{"requeue same stage", nothing, queue.Requeue, "", queue.Running, "s", queue.Pending, queue.Pending, "s", none, none},
+		{"requeue advanced", advance, queue.Requeue, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"requeue finished", finish, queue.Requeue, "", queue.Done, "s", "", queue.Done, "s", none, none},
+	}
+	ids := seed(t, db, "s", queue.Running, len(cases))
+	var vs []queue.Settle
+	for i, c := range cases {
+		c.stage(ids[i])
+		vs = append(vs, queue.Settle{ID: ids[i], Stage: "s", Verdict: c.verdict, Reason: c.reason})
+	}
+	// A message that no longer exists is not reported.
+	vs = append(vs, queue.Settle{ID: 1 << 40, Stage: "s", Verdict: queue.Fail, Reason: "gone"})
+	before := map[int64]stateRow{}
+	for _, id := range ids {
+		before[id] = getState(t, db, id)
+	}
+
+	dst := []queue.Settled{{ID: -1}}
+	got, err := db.Settle(ctx, vs, dst)
+	if err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	if got[0].ID != -1 {
+		t.Fatalf("Settle did not append to dst: %+v", got)
+	}
+	got = got[1:]
+	if len(got) != len(cases) {
+		t.Fatalf("Settle returned %d results for %d existing messages: %+v", len(got), len(cases), got)
+	}
+	byID := map[int64]queue.Settled{}
+	for _, s := range got {
+		byID[s.ID] = s
+	}
+	for i, c := range cases {
+		id := ids[i]
+		s, ok := byID[id]
+		if !ok {
+			t.Errorf("%s: no result for %d", c.name, id)
+			continue
+		}
+		if s.Status != c.before || s.Stage != c.beforeAt || s.Set != c.set {
+			t.Errorf("%s: Settled{Status %q, Stage %q, Set %q}, want {%q, %q, %q}", c.name, s.Status, s.Stage, s.Set, c.before, c.beforeAt, c.set)
+		}
+		r := getState(t, db, id)
+		if r.Status != c.status || r.Stage != c.at || deref(r.DispatchError) != c.dispErr || deref(r.Error) != c.errText {
+			t.Errorf("%s: row %s at %s, dispatch_error %s, error %s; want %s at %s, %s, %s", c.name,
+				r.Status, r.Stage, deref(r.DispatchError), deref(r.Error), c.status, c.at, c.dispErr, c.errText)
+		}
+		if c.set == "" && !r.same(before[id]) {
+			t.Errorf("%s: row left alone changed: %+v → %+v", c.name, before[id], r)
+		}
+		if r.Attempts != 0 {
+			t.Errorf("%s: attempts %d changed by Settle", c.name, r.Attempts)
+		}
+	}
+
+	// Settling again changes nothing for the settled rows.
+	got, err = db.Settle(ctx, vs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		if s.Set != "" {
+			t.Fatalf("second Settle set %+v", s)
+		}
+	}
+	if got, err := db.Settle(ctx, nil, nil); err != nil || len(got) != 0 {
+		t.Fatalf("empty Settle: %v %v", got, err)
+	}
+}
+
+// Many verdicts in one call.
+func TestSettleMany(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	ids := seed(t, db, "s", queue.Running, 3000)
+	var vs []queue.Settle
+	for i, id := range ids {
+		switch i % 3 {
+		case 0:
+			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.Requeue})
+		case 1:
+			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.Fail, Reason: "exit 3"})
+		case 2:
+			exec(t, db, "SELECT pepsi.advance($1, 't')", id)
+			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.Answered})
+		}
+	}
+	got, err := db.Settle(ctx, vs, nil)
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("Settle: %d results, %v", len(got), err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'pending' AND stage = 's'"); n != 1000 {
+		t.Fatalf("requeued: %d", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'failed' AND dispatch_error = 'exit 3'"); n != 1000 {
+		t.Fatalf("failed: %d", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'pending' AND stage = 't'"); n != 1000 {
+		t.Fatalf("advanced: %d", n)
+	}
+}
+
+func TestResetRunning(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	running := seed(t, db, "a", queue.Running, 4)
+	running = append(running, seed(t, db, "b", queue.Running, 2)...)
+	others := map[int64]queue.Status{}
+	for _, st := range []queue.Status{queue.Pending, queue.Paused, queue.Done, queue.Failed} {
+		for _, id := range seed(t, db, "a", st, 2) {
+			others[id] = st
+		}
+	}
+	n, err := db.ResetRunning(ctx)
+	if err != nil || n != int64(len(running)) {
+		t.Fatalf("ResetRunning = %d, %v; want %d", n, err, len(running))
+	}
+	for _, id := range running {
+		if r := getState(t, db, id); r.Status != queue.Pending {
+			t.Fatalf("running row %d now %s", id, r.Status)
+		}
+	}
+	for id, st := range others {
+		if r := getState(t, db, id); r.Status != st {
+			t.Fatalf("%s row %d now %s", st, id, r.Status)
+		}
+	}
+	if n, err := db.ResetRunning(ctx); err != nil || n != 0 {
+		t.Fatalf("second ResetRunning = %d, %v", n, err)
+	}
+}
+
+func TestResetIDs(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	r := seed(t, db, "a", queue.Running, 3)
+	done := seed1(t, db, "a", queue.Done)
+	paused := seed1(t, db, "a", queue.Paused)
+	pending := seed1(t, db, "a", queue.Pending)
+	n, err := db.ResetIDs(ctx, []int64{r[0], r[2], done, paused, pending, 1 << 40})
+	if err != nil || n != 2 {
+		t.Fatalf("ResetIDs = %d, %v; want 2", n, err)
+	}
+	want := map[int64]queue.Status{r[0]: queue.Pending, r[1]: queue.Running, r[2]: queue.Pending,
+		done: queue.Done, paused: queue.Paused, pending: queue.Pending}
+	for id, st := range want {
+		if got := getState(t, db, id).Status; got != st {
+			t.Fatalf("row %d: %s, want %s", id, got, st)
+		}
+	}
+	if n, err := db.ResetIDs(ctx, nil); err != nil || n != 0 {
+		t.Fatalf("ResetIDs(nil) = %d, %v", n, err)
+	}
+}
+
+func TestResumePaused(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+
+	next, err := db.NextPaused(ctx)
+	if err != nil || !next.IsZero() {
+		t.Fatalf("NextPaused with none paused: %v, %v", next, err)
+	}
+	n, next, err := db.ResumePaused(ctx)
+	if err != nil || n != 0 || !next.IsZero() {
+		t.Fatalf("ResumePaused with none paused: %d, %v, %v", n, next, err)
+	}
+
+	ids := seed(t, db, "a", queue.Paused, 5)
+	due1, due2, fut1, fut2, notPaused := ids[0], ids[1], ids[2], ids[3], ids[4]
+	exec(t, db, "UPDATE pepsi.state SET timeout = now() - interval '1 minute' WHERE id = $1", due1)
+	exec(t, db, "UPDATE pepsi.state SET timeout = now() - interval '1 millisecond' WHERE id = $1", due2)
+	exec(t, db, "UPDATE pepsi.state SET timeout = now() + interval '2 hours' WHERE id = $1", fut2)
+	exec(t, db, "UPDATE pepsi.state SET timeout = now() + interval '1 hour' WHERE id = $1", fut1)
+	exec(t, db, "UPDATE pepsi.state SET status = 'failed', timeout = now() - interval '1 hour' WHERE id = $1", notPaused)
+	futTimeout := *getState(t, db, fut1).Timeout
+
+	next, err = db.NextPaused(ctx)
+	if err != nil || !next.Equal(*getState(t, db, due1).Timeout) {
+		t.Fatalf("NextPaused = %v, %v; want the earliest timeout (due1)", next, err)
+	}
+
+	n, next, err = db.ResumePaused(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("ResumePaused flipped %d, want 2", n)
+	}
+	if !next.Equal(futTimeout) {
+		t.Fatalf("ResumePaused next due %v, want %v", next, futTimeout)
+	}
+	for _, id := range []int64{due1, due2} {
+		if r := getState(t, db, id); r.Status != queue.Pending || r.Timeout != nil {
+			t.Fatalf("due row %d: %+v, want pending without timeout", id, r)
+		}
+	}
+	for _, id := range []int64{fut1, fut2} {
+		if r := getState(t, db, id); r.Status != queue.Paused {
+			t.Fatalf("future row %d: %+v, want still paused", id, r)
+		}
+	}
+	if r := getState(t, db, notPaused); r.Status != queue.Failed {
+		t.Fatalf("failed row with an old timeout: %+v", r)
+	}
+	if next, err := db.NextPaused(ctx); err != nil || !next.Equal(futTimeout) {
+		t.Fatalf("NextPaused = %v, %v; want %v", next, err, futTimeout)
+	}
+	if n, next, err := db.ResumePaused(ctx); err != nil || n != 0 || !next.Equal(futTimeout) {
+		t.Fatalf("second ResumePaused = %d, %v, %v", n, next, err)
+	}
+	if time.Until(futTimeout) < 50*time.Minute {
+		t.Fatalf("future timeout %v is not an hour away", futTimeout)
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]bool{"40001": true, "40P01": true, "55000": false, "23505": false, "": false} {
+		err := error(&pgconn.PgError{Code: code})
+		if got := queue.IsTransient(err); got != want {
+			t.Errorf("IsTransient(%s) = %v, want %v", code, got, want)
+		}
+		wrapped := errors.Join(errors.New("context"), err)
+		if got := queue.IsTransient(wrapped); got != want {
+			t.Errorf("IsTransient(wrapped %s) = %v, want %v", code, got, want)
+		}
+	}
+	if queue.IsTransient(nil) || queue.IsTransient(errors.New("40001")) {
+		t.Error("IsTransient true for a non-PgError")
+	}
+}

@@ -1,0 +1,116 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what a statement runs on: the pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Enqueue inserts one message at stage and returns its id. q may be an
+// application's own transaction (the transactional outbox).
+func Enqueue(ctx context.Context, q Querier, stage string, payload []byte, headers map[string]string) (int64, error) {
+	h, err := encodeHeaders(headers)
+	if err != nil {
+		return 0, err
+	}
+	if payload == nil {
+		payload = []byte{}
+	}
+	var id int64
+	err = q.QueryRow(ctx, "SELECT pepsi.enqueue($1, $2, $3)", stage, payload, h).Scan(&id)
+	return id, err
+}
+
+func encodeHeaders(headers map[string]string) ([]byte, error) {
+	if len(headers) == 0 {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(headers)
+}
+
+// Bulk is a batch of messages for one stage, all with the same headers.
+type Bulk struct {
+	Stage    string
+	Headers  map[string]string
+	Payloads [][]byte
+	// Progress, when set, is called with the number of rows copied so far.
+	Progress func(copied int)
+}
+
+// EnqueueBulk inserts every payload of b with COPY in one transaction and
+// returns the new ids in payload order. Nothing is inserted on error.
+func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
+	if len(b.Payloads) == 0 {
+		return nil, fmt.Errorf("no messages to enqueue")
+	}
+	if b.Stage == "" {
+		// pepsi.enqueue refuses this too; COPY bypasses it.
+		return nil, fmt.Errorf("stage must not be empty")
+	}
+	h, err := encodeHeaders(b.Headers)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.Query(ctx, "SELECT nextval(pg_get_serial_sequence('pepsi.message', 'id')) FROM generate_series(1, $1)", len(b.Payloads))
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		msgs := &copySource{n: len(ids), progress: b.Progress, row: func(i int) []any {
+			p := b.Payloads[i]
+			if p == nil {
+				p = []byte{}
+			}
+			return []any{ids[i], h, p}
+		}}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "message"}, []string{"id", "headers", "payload"}, msgs); err != nil {
+			return err
+		}
+		states := &copySource{n: len(ids), row: func(i int) []any { return []any{ids[i], b.Stage} }}
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state"}, []string{"id", "stage"}, states)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// copySource feeds COPY from an indexed row function.
+type copySource struct {
+	n, i     int
+	row      func(int) []any
+	progress func(int)
+}
+
+func (c *copySource) Next() bool {
+	if c.progress != nil && c.i > 0 && c.i%10000 == 0 {
+		c.progress(c.i)
+	}
+	c.i++
+	if c.i > c.n {
+		if c.progress != nil {
+			c.progress(c.n)
+		}
+		return false
+	}
+	return true
+}
+func (c *copySource) Values() ([]any, error) { return c.row(c.i - 1), nil }
+func (c *copySource) Err() error             { return nil }

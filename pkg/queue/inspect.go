@@ -1,0 +1,128 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Count is how many messages one stage has in one status.
+type Count struct {
+	Stage  string
+	Status Status
+	N      int64
+	// Oldest is when the oldest of them was last updated.
+	Oldest time.Time
+}
+
+// Counts returns the number of messages per stage and status.
+func (db *DB) Counts(ctx context.Context) ([]Count, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT stage, status, count(*), min(updated_at)
+		FROM pepsi.state GROUP BY stage, status ORDER BY stage, status`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Count, error) {
+		var c Count
+		var st string
+		err := r.Scan(&c.Stage, &st, &c.N, &c.Oldest)
+		c.Status = Status(st)
+		return c, err
+	})
+}
+
+// Row is one message's queue state.
+type Row struct {
+	ID            int64      `json:"id"`
+	Stage         string     `json:"stage"`
+	Status        Status     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	Timeout       *time.Time `json:"timeout,omitempty"`
+	DispatchError *string    `json:"dispatch_error,omitempty"`
+	Error         *string    `json:"error,omitempty"`
+}
+
+// ListParams filters List; zero values do not filter.
+type ListParams struct {
+	Stage     string
+	Status    Status
+	OlderThan time.Duration // last updated longer ago than this
+	AfterID   int64         // ids greater than this (paging)
+	Limit     int           // at most this many (0: no limit)
+}
+
+const rowColumns = `s.id, s.stage, s.status, s.attempts, m.created_at, s.updated_at, s.timeout, s.dispatch_error, s.error`
+
+func scanRow(r pgx.CollectableRow) (Row, error) {
+	var x Row
+	var st string
+	err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error)
+	x.Status = Status(st)
+	return x, err
+}
+
+// List returns the messages that match p in id order.
+func (db *DB) List(ctx context.Context, p ListParams) ([]Row, error) {
+	limit := int64(p.Limit)
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT `+rowColumns+`
+		  FROM pepsi.state s JOIN pepsi.message m USING (id)
+		 WHERE ($1 = '' OR s.stage = $1)
+		   AND ($2 = '' OR s.status = $2)
+		   AND s.updated_at <= now() - $3::interval
+		   AND s.id > $4
+		 ORDER BY s.id
+		 LIMIT CASE WHEN $5::bigint < 0 THEN NULL ELSE $5::bigint END`,
+		p.Stage, string(p.Status), p.OlderThan, p.AfterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRow)
+}
+
+// Message is a message's state with its headers and payload size.
+type Message struct {
+	Row
+	Headers     json.RawMessage `json:"headers"`
+	PayloadSize int             `json:"payload_size"`
+}
+
+// Show returns one message, or ErrNotFound.
+func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload)
+		  FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	m, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Message, error) {
+		var x Message
+		var st string
+		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize)
+		x.Status = Status(st)
+		return x, err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Payload returns one message's payload, or ErrNotFound.
+func (db *DB) Payload(ctx context.Context, id int64) ([]byte, error) {
+	var p []byte
+	err := db.Pool.QueryRow(ctx, "SELECT payload FROM pepsi.message WHERE id = $1", id).Scan(&p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return p, err
+}

@@ -1,0 +1,132 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// dispatcherLock is the session advisory lock key that makes one
+// dispatcher per database.
+const dispatcherLock = 0x7065707369_00 // "pepsi" + 0
+
+// Listener is the dispatcher's dedicated session: it holds the
+// single-dispatcher lock and LISTENs on the ingress channel. It must not be
+// used by two goroutines at once.
+type Listener struct {
+	conn    *pgx.Conn
+	channel string
+}
+
+// ErrLocked is returned by TryLock when another session holds the lock.
+var ErrLocked = errors.New("another dispatcher holds the lock")
+
+// Dial opens the listener session.
+func Dial(ctx context.Context, dsn, channel string) (*Listener, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	host, _ := os.Hostname()
+	cfg.RuntimeParams["application_name"] = fmt.Sprintf("pepsi dispatch pid %d on %s", os.Getpid(), host)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", describe(err))
+	}
+	return &Listener{conn: conn, channel: channel}, nil
+}
+
+// PID is the server process id of the session.
+func (l *Listener) PID() uint32 { return l.conn.PgConn().PID() }
+
+// Close ends the session, which also releases the lock.
+func (l *Listener) Close(ctx context.Context) error { return l.conn.Close(ctx) }
+
+// TryLock takes the single-dispatcher lock, or returns ErrLocked with the
+// server pid of the session that holds it (0 when unknown).
+func (l *Listener) TryLock(ctx context.Context) (holder int32, err error) {
+	var ok bool
+	if err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(dispatcherLock)).Scan(&ok); err != nil {
+		return 0, err
+	}
+	if ok {
+		return 0, nil
+	}
+	err = l.conn.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(dispatcherLock)).Scan(&holder)
+	if err != nil {
+		return 0, err
+	}
+	return holder, ErrLocked
+}
+
+// SessionName returns the application_name of the server session with
+// backend pid pid ("" when unknown).
+func (l *Listener) SessionName(ctx context.Context, pid int32) (string, error) {
+	var name string
+	err := l.conn.QueryRow(ctx, "SELECT coalesce(max(application_name), '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&name)
+	return name, err
+}
+
+// WaitLock blocks until the single-dispatcher lock is free and takes it.
+func (l *Listener) WaitLock(ctx context.Context) error {
+	_, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(dispatcherLock))
+	return err
+}
+
+// HoldsLock reports whether this session holds the single-dispatcher lock.
+func (l *Listener) HoldsLock(ctx context.Context) (bool, error) {
+	var ok bool
+	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
+		  AND ((classid::bigint << 32) | objid::bigint) = $1)`, int64(dispatcherLock)).Scan(&ok)
+	return ok, err
+}
+
+// Listen records the ingress channel for the NOTIFY trigger and LISTENs on it.
+func (l *Listener) Listen(ctx context.Context) error {
+	if _, err := l.conn.Exec(ctx, "UPDATE pepsi.settings SET ingress_channel = $1 WHERE ingress_channel <> $1", l.channel); err != nil {
+		return err
+	}
+	_, err := l.conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize())
+	return err
+}
+
+// Wait blocks until a notification arrives (true), d passes (false), or the
+// session fails (error). The session stays usable after a timeout.
+func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	// pgx.Conn's WaitForNotification, not PgConn's: notifications that
+	// arrive while the session runs a statement (Ping, TryLock) are buffered
+	// by pgx.Conn and must wake the next Wait; PgConn's would miss them and
+	// leave them to pile up in that buffer forever.
+	_, err := l.conn.WaitForNotification(wctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case wctx.Err() != nil && !l.conn.IsClosed():
+		return false, nil
+	}
+	return false, err
+}
+
+// Ping runs SELECT 1 on the session: the heartbeat and liveness check. It
+// also notices a server that has become a read-only standby.
+func (l *Listener) Ping(ctx context.Context) error {
+	var ro bool
+	if err := l.conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&ro); err != nil {
+		return err
+	}
+	if ro {
+		return errors.New("server is in recovery (read-only standby)")
+	}
+	return nil
+}

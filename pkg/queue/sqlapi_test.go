@@ -1,0 +1,276 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func TestSQLEnqueue(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+
+	var prev int64
+	for i, stage := range []string{"a", "b", "a"} {
+		var id int64
+		before := serverNow(t, db)
+		if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue($1, $2, $3)", stage, []byte{byte(i), 0, 0xff}, `{"k":"v"}`).Scan(&id); err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		if id <= prev {
+			t.Fatalf("id %d after %d: ids must increase", id, prev)
+		}
+		prev = id
+		r := getState(t, db, id)
+		if r.Stage != stage || r.Status != queue.Pending || r.Attempts != 0 || r.Timeout != nil || r.Error != nil || r.DispatchError != nil {
+			t.Fatalf("state of %d = %+v, want fresh pending at %q", id, r, stage)
+		}
+		if r.UpdatedAt.Before(before.Add(-time.Second)) {
+			t.Fatalf("updated_at %v is before the enqueue (%v)", r.UpdatedAt, before)
+		}
+		var payload []byte
+		var headers map[string]string
+		if err := db.Pool.QueryRow(ctx, "SELECT payload, headers FROM pepsi.message WHERE id = $1", id).Scan(&payload, &headers); err != nil {
+			t.Fatal(err)
+		}
+		if string(payload) != string([]byte{byte(i), 0, 0xff}) || headers["k"] != "v" || len(headers) != 1 {
+			t.Fatalf("message %d = %x %v", id, payload, headers)
+		}
+	}
+
+	// Defaults and NULLs: empty payload and headers.
+	var id int64
+	if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue('a', NULL, NULL)").Scan(&id); err != nil {
+		t.Fatalf("enqueue with NULLs: %v", err)
+	}
+	var n int
+	var h string
+	if err := db.Pool.QueryRow(ctx, "SELECT octet_length(payload), headers::text FROM pepsi.message WHERE id = $1", id).Scan(&n, &h); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || h != "{}" {
+		t.Fatalf("NULL payload/headers stored as %d bytes, %s", n, h)
+	}
+	if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue('a')").Scan(&id); err != nil {
+		t.Fatalf("enqueue with defaults: %v", err)
+	}
+
+	// An empty stage is refused.
+	for _, stage := range []any{"", nil} {
+		_, err := db.Pool.Exec(ctx, "SELECT pepsi.enqueue($1::text, ''::bytea, '{}'::jsonb)", stage)
+		if sqlState(err) != "22023" {
+			t.Fatalf("enqueue at stage %v: %v, want SQLSTATE 22023", stage, err)
+		}
+	}
+}
+
+// Each transition works on a running row only; on any other row (or no row)
+// it raises 55000 and changes nothing.
+func TestSQLTransitions(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+
+	type call struct {
+		name string
+		sql  string
+		args []any
+	}
+	calls := []call{
+		{"advance", "SELECT pepsi.advance($1, 'next')", nil},
+		{"finish", "SELECT pepsi.finish($1)", nil},
+		{"pause", "SELECT pepsi.pause($1, interval '90 seconds')", nil},
+		{"fail", "SELECT pepsi.fail($1, 'bad input')", nil},
+	}
+	for _, c := range calls {
+		for _, st := range []queue.Status{queue.Pending, queue.Paused, queue.Done, queue.Failed} {
+			id := seed1(t, db, "s", st)
+			before := getState(t, db, id)
+			_, err := db.Pool.Exec(ctx, c.sql, id)
+			if sqlState(err) != "55000" {
+				t.Errorf("%s on a %s row: %v, want SQLSTATE 55000", c.name, st, err)
+			}
+			if after := getState(t, db, id); after.Status != before.Status || after.Stage != before.Stage ||
+				!after.UpdatedAt.Equal(before.UpdatedAt) || deref(after.Error) != deref(before.Error) {
+				t.Errorf("%s on a %s row changed it: %+v → %+v", c.name, st, before, after)
+			}
+		}
+		if _, err := db.Pool.Exec(ctx, c.sql, int64(1<<40)); sqlState(err) != "55000" {
+			t.Errorf("%s on a missing row: %v, want SQLSTATE 55000", c.name, err)
+		}
+	}
+
+	// advance: stays running, at the new stage.
+	id := seed1(t, db, "s", queue.Running)
+	exec(t, db, "SELECT pepsi.advance($1, 'next')", id)
+	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "next" {
+		t.Fatalf("after advance: %+v, want running at next", r)
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, '')", id); sqlState(err) != "22023" {
+		t.Fatalf("advance to an empty stage: %v, want 22023", err)
+	}
+	// It can advance again while still running.
+	exec(t, db, "SELECT pepsi.advance($1, 'third')", id)
+	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "third" {
+		t.Fatalf("after second advance: %+v", r)
+	}
+
+	// finish: done.
+	id = seed1(t, db, "s", queue.Running)
+	exec(t, db, "SELECT pepsi.finish($1)", id)
+	if r := getState(t, db, id); r.Status != queue.Done || r.Stage != "s" {
+		t.Fatalf("after finish: %+v, want done", r)
+	}
+
+	// pause: paused until now() + delay.
+	id = seed1(t, db, "s", queue.Running)
+	before := serverNow(t, db)
+	exec(t, db, "SELECT pepsi.pause($1, interval '90 seconds')", id)
+	after := serverNow(t, db)
+	r := getState(t, db, id)
+	if r.Status != queue.Paused || r.Timeout == nil {
+		t.Fatalf("after pause: %+v, want paused with a timeout", r)
+	}
+	if lo, hi := before.Add(90*time.Second), after.Add(90*time.Second); r.Timeout.Before(lo) || r.Timeout.After(hi) {
+		t.Fatalf("pause timeout %v, want within [%v, %v]", *r.Timeout, lo, hi)
+	}
+	// A NULL delay pauses until now.
+	id = seed1(t, db, "s", queue.Running)
+	exec(t, db, "SELECT pepsi.pause($1, NULL)", id)
+	if r := getState(t, db, id); r.Status != queue.Paused || r.Timeout == nil || r.Timeout.After(serverNow(t, db)) {
+		t.Fatalf("after pause with NULL delay: %+v", r)
+	}
+
+	// fail: failed, error = reason.
+	id = seed1(t, db, "s", queue.Running)
+	exec(t, db, "SELECT pepsi.fail($1, 'bad input')", id)
+	if r := getState(t, db, id); r.Status != queue.Failed || deref(r.Error) != "bad input" || r.DispatchError != nil {
+		t.Fatalf("after fail: %+v, want failed with error", r)
+	}
+}
+
+// waitNotification waits up to d for the next notification on conn.
+func waitNotification(t testing.TB, conn *pgx.Conn, d time.Duration) *pgconn.Notification {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	n, err := conn.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatalf("no notification within %v: %v", d, err)
+	}
+	return n
+}
+
+// expectOnly checks that, of everything sent on channel so far, conn gets
+// exactly want notifications: it sends a sentinel after them (delivery
+// follows commit order) and expects the sentinel next.
+func expectOnly(t testing.TB, db *queue.DB, conn *pgx.Conn, channel string, want int) {
+	t.Helper()
+	exec(t, db, "SELECT pg_notify($1, 'sentinel')", channel)
+	for i := 0; ; i++ {
+		n := waitNotification(t, conn, 10*time.Second)
+		if n.Payload == "sentinel" {
+			if i != want {
+				t.Fatalf("got %d notifications on %s before the sentinel, want %d", i, channel, want)
+			}
+			return
+		}
+		if n.Channel != channel {
+			t.Fatalf("notification on %q, want %q", n.Channel, channel)
+		}
+	}
+}
+
+func TestIngressNotify(t *testing.T) {
+	t.Parallel()
+	db, dsn, ctx := newDB(t)
+
+	// The trigger is AFTER INSERT FOR EACH STATEMENT (one NOTIFY per
+	// statement, not per row: duplicates within one transaction are
+	// folded by the server, so only the catalog can tell).
+	var tgtype int16
+	if err := db.Pool.QueryRow(ctx, "SELECT tgtype FROM pg_trigger WHERE tgrelid = 'pepsi.state'::regclass AND tgname = 'state_ingress'").Scan(&tgtype); err != nil {
+		t.Fatal(err)
+	}
+	const rowLevel, before, insert = 1 << 0, 1 << 1, 1 << 2
+	if tgtype&rowLevel != 0 || tgtype&before != 0 || tgtype&insert == 0 {
+		t.Fatalf("state_ingress tgtype = %b, want AFTER INSERT FOR EACH STATEMENT", tgtype)
+	}
+
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(ctx, "LISTEN pepsi_ingress"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{[]byte("1"), []byte("2"), []byte("3")}})
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("EnqueueBulk: %v %v", ids, err)
+	}
+	if n := waitNotification(t, conn, 10*time.Second); n.Channel != "pepsi_ingress" {
+		t.Fatalf("notification on %q", n.Channel)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 0)
+
+	// Three single enqueues in three transactions: three notifications.
+	// Three rows in one INSERT statement: one.
+	for range 3 {
+		if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(t, db, `WITH m AS (INSERT INTO pepsi.message DEFAULT VALUES RETURNING id),
+	                  m2 AS (INSERT INTO pepsi.message DEFAULT VALUES RETURNING id)
+	             INSERT INTO pepsi.state (id, stage) SELECT id, 'a' FROM m UNION ALL SELECT id, 'a' FROM m2`)
+	expectOnly(t, db, conn, "pepsi_ingress", 4)
+
+	// A rolled-back enqueue notifies nobody.
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Enqueue(ctx, tx, "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 0)
+
+	// The listener moves the channel: the trigger follows the setting.
+	l, err := queue.Dial(ctx, dsn, "pepsi_other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	if err := l.Listen(ctx); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	var channel string
+	if err := db.Pool.QueryRow(ctx, "SELECT ingress_channel FROM pepsi.settings").Scan(&channel); err != nil || channel != "pepsi_other" {
+		t.Fatalf("settings.ingress_channel = %q, %v; want pepsi_other", channel, err)
+	}
+	if _, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{nil, nil, nil}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Wait(ctx, 10*time.Second)
+	if err != nil || !got {
+		t.Fatalf("Wait on the new channel: %v, %v; want a notification", got, err)
+	}
+	if got, err := l.Wait(ctx, 50*time.Millisecond); err != nil || got {
+		t.Fatalf("second Wait: %v, %v; want one notification only", got, err)
+	}
+	// Nothing more on the old channel.
+	expectOnly(t, db, conn, "pepsi_ingress", 0)
+}
