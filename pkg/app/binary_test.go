@@ -73,7 +73,7 @@ func TestBinary(t *testing.T) {
 			{bin, []string{"migrate", "--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
 			{link, []string{"--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
 			{bin, []string{"frobnicate"}, 2, `pepsi: unknown command "frobnicate"`},
-			{bin, []string{"dispatch"}, 1, "pepsi dispatch: not implemented yet"},
+			{bin, []string{"dispatch", "--log-level", "loud"}, 2, `pepsi dispatch: --log-level "loud": want debug, info, warn or error`},
 			{bin, []string{"enqueue", "-s", "parse", filepath.Join(dir, "missing")}, 1, "missing: no such file or directory"},
 		} {
 			r := exe(t, tc.path, "", tc.args...)

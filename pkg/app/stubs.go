@@ -11,14 +11,6 @@ var errNotImplemented = errors.New("not implemented yet")
 
 func notImplemented(*cli.Context) error { return errNotImplemented }
 
-func dispatchCommand() *cli.Command {
-	return &cli.Command{
-		Name:   "dispatch",
-		Usage:  "run the coordinator that hands messages to stage workers",
-		Action: notImplemented,
-	}
-}
-
 func queueCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "queue",

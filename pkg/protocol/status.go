@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -83,10 +84,18 @@ func applyToken(st *Status, tok []byte) error {
 }
 
 // commentStart returns the index of the '#' that starts the free text: the
-// first one at the start of the line or after a blank.
+// first one at the start of the line or after a blank. A blank is what
+// bytes.Fields splits tokens on, so that a '#' starts a token if and only if
+// it starts the text.
 func commentStart(line []byte) int {
 	for i, c := range line {
-		if c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+		if c != '#' {
+			continue
+		}
+		if i == 0 {
+			return i
+		}
+		if r, _ := utf8.DecodeLastRune(line[:i]); unicode.IsSpace(r) {
 			return i
 		}
 	}
@@ -139,21 +148,31 @@ func ValidStage(b []byte) bool {
 	return true
 }
 
-// Quote renders at most the first 120 bytes of b as a quoted, printable
-// string for an error message.
+// Quote renders b as a quoted, printable, valid UTF-8 string for an error
+// message: at most 120 bytes between the quotes, escapes included, followed
+// by "…" if b was cut short.
 func Quote(b []byte) string {
 	const max = 120
-	if len(b) > max {
-		return strconv.Quote(strings.ToValidUTF8(string(b[:max]), "\uFFFD")) + "…"
+	q := make([]byte, 1, max+8)
+	q[0] = '"'
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b) // utf8.RuneError for a byte that is not UTF-8
+		b = b[n:]
+		i := len(q)
+		q = strconv.AppendQuote(q, string(r))
+		q = append(q[:i], q[i+1:len(q)-1]...) // the rune's escape, without quotes
+		if len(q)-1 > max {
+			return string(append(q[:i], '"')) + "…"
+		}
 	}
-	if !utf8.Valid(b) {
-		return strconv.Quote(strings.ToValidUTF8(string(b), "\uFFFD"))
-	}
-	return strconv.Quote(string(b))
+	return string(append(q, '"'))
 }
 
-// Append appends st as a status line, newline included, to dst.
+// Append appends st as a status line, newline included, to dst. Newlines
+// and NUL bytes in the text become blanks, and a text too long for MaxLine
+// is cut short.
 func Append(dst []byte, st Status) []byte {
+	start := len(dst)
 	dst = strconv.AppendInt(dst, int64(st.Code), 10)
 	for _, f := range st.Fused {
 		dst = append(dst, ' ')
@@ -163,7 +182,17 @@ func Append(dst []byte, st Status) []byte {
 	}
 	if st.Text != "" {
 		dst = append(dst, " # "...)
-		dst = append(dst, strings.ReplaceAll(st.Text, "\n", " ")...)
+		text := textReplacer.Replace(st.Text)
+		if room := MaxLine - (len(dst) - start); len(text) > room {
+			for room > 0 && !utf8.RuneStart(text[room]) {
+				room--
+			}
+			text = text[:max(room, 0)]
+		}
+		dst = append(dst, text...)
 	}
 	return append(dst, '\n')
 }
+
+// textReplacer keeps the free text on one line that Parse accepts.
+var textReplacer = strings.NewReplacer("\n", " ", "\x00", " ")

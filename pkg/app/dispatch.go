@@ -1,0 +1,66 @@
+package app
+
+import (
+	"log/slog"
+
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/dispatch"
+)
+
+func dispatchCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "dispatch",
+		Usage:     "run the coordinator that hands messages to stage workers",
+		UsageText: "pepsi dispatch [--standby] [--log-level LEVEL] [--log-format text|json]",
+		Description: "Claims queued messages and feeds their ids to the stage programs of the\n" +
+			"configuration, until SIGINT or SIGTERM. Exactly one dispatcher runs per\n" +
+			"database: a second one exits 1, or with --standby waits to take over.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "standby", DisableDefaultText: true, Usage: "wait for the running dispatcher to go away, then take over"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT`: text or json"},
+		},
+		Action: runDispatch,
+	}
+}
+
+func runDispatch(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	log, err := newLogger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	d, err := dispatch.New(dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")})
+	if err != nil {
+		return invalid("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return d.Run(ctx)
+}
+
+// newLogger builds the structured logger the dispatcher writes to w.
+func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usage("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usage("--log-format %q: want text or json", format)
+}

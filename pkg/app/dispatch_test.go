@@ -1,0 +1,125 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// shellStage finishes every message it is given, through psql.
+const shellStage = `#!/bin/sh
+while read id; do
+	if psql -X -q -v ON_ERROR_STOP=1 "$PEPSI_DSN" -c "select pepsi.finish($id)" >/dev/null; then
+		echo 0
+	else
+		echo "1 # psql failed"
+	fi
+done
+`
+
+// lockedBuffer collects a process's stderr while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDispatchBinary runs the real pepsi dispatch: it processes messages,
+// refuses a second dispatcher, and exits 0 on SIGTERM.
+func TestDispatchBinary(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Fatal("psql is needed for the shell stage program: apt-get install postgresql-client")
+	}
+	bin := binary(t)
+	db, dsn := pgtest.New(t)
+	dir := t.TempDir()
+	stage := filepath.Join(dir, "finish.sh")
+	if err := os.WriteFile(stage, []byte(shellStage), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := env(t, dsn, "[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\n\n[stage-work]\nPROGRAM = "+stage+"\nPARALLELISM = 2\n")
+	ctx := context.Background()
+	if _, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "work", Payloads: make([][]byte, 20)}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "dispatch")
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+
+	waitFor(t, "20 messages done", func() bool {
+		var n int
+		_ = db.Pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE status = 'done'").Scan(&n)
+		return n == 20
+	}, logs)
+
+	second := exe(t, bin, "", "dispatch")
+	second.wantCode(t, 1)
+	second.wantOneError(t, "pepsi dispatch: another dispatcher is running: pepsi dispatch pid ")
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("dispatcher exited with %v after SIGTERM; logs:\n%s", err, logs)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("dispatcher did not exit after SIGTERM; logs:\n%s", logs)
+	}
+	for _, want := range []string{"dispatcher started", "stopping: signal received", "dispatcher stopped"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	var done int64
+	if err := db.Pool.QueryRow(ctx, "SELECT done FROM pepsi.dispatch_stats").Scan(&done); err != nil || done != 20 {
+		t.Errorf("dispatch_stats.done = %d (%v), want 20", done, err)
+	}
+
+	noStages := env(t, dsn, "[pepsi-dispatch]\nPOLL_INTERVAL = 5\n")
+	r := exe(t, bin, "", "dispatch")
+	r.wantCode(t, 2)
+	r.wantOneError(t, "pepsi dispatch: "+noStages+": no [stage-NAME] sections: nothing to dispatch")
+	_ = conf
+}
+
+// waitFor polls cond until it holds, failing t after a minute.
+func waitFor(t *testing.T, what string, cond func() bool, logs *lockedBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
