@@ -39,6 +39,9 @@ type Dispatch struct {
 	SpawnCooldown  time.Duration // SPAWN_COOLDOWN, default 5s: how long a stage whose PROGRAM cannot start is held off
 	Retention      time.Duration // RETENTION, default 168h (7 days); 0 disables the retention sweep
 	MetricsListen  string        // METRICS_LISTEN, default "" (off); otherwise HOST:PORT or :PORT
+	OrphanSweep    time.Duration // ORPHAN_SWEEP, default 60s: how often running rows no worker holds are reset
+	ReconnectMin   time.Duration // RECONNECT_MIN, default 1s: the first wait before reconnecting to the database
+	ReconnectMax   time.Duration // RECONNECT_MAX, default 30s: the longest wait between reconnection attempts
 }
 
 // Stage holds one [stage-NAME] section.
@@ -49,6 +52,9 @@ type Stage struct {
 	Parallelism int      // PARALLELISM, default 4: the most workers of this stage
 	QueueLimit  int      // QUEUE_LIMIT, default 4: messages pipelined to one worker at once
 	MaxMessages int      // MAX_MESSAGES, default 1000: messages after which a worker is recycled
+	Retries     int           // RETRIES, default 0: failed passes that pause the message for a retry instead of failing it
+	RetryDelay  time.Duration // RETRY_DELAY, default 10s: the first retry's delay, doubled for each later one
+	RetryMax    time.Duration // RETRY_DELAY_MAX, default 1h: the longest retry delay
 	Line        int      // line of the [stage-NAME] header
 }
 
@@ -65,6 +71,11 @@ const (
 	DefaultParallelism       = 4                  // DefaultParallelism is the default PARALLELISM.
 	DefaultQueueLimit        = 4                  // DefaultQueueLimit is the default QUEUE_LIMIT.
 	DefaultMaxMessages       = 1000               // DefaultMaxMessages is the default MAX_MESSAGES.
+	DefaultOrphanSweep       = time.Minute        // DefaultOrphanSweep is the default ORPHAN_SWEEP.
+	DefaultReconnectMin      = time.Second        // DefaultReconnectMin is the default RECONNECT_MIN.
+	DefaultReconnectMax      = 30 * time.Second   // DefaultReconnectMax is the default RECONNECT_MAX.
+	DefaultRetryDelay        = 10 * time.Second   // DefaultRetryDelay is the default RETRY_DELAY.
+	DefaultRetryMax          = time.Hour          // DefaultRetryMax is the default RETRY_DELAY_MAX.
 )
 
 // Error is a configuration mistake at a place in a file; its Error() is
@@ -98,6 +109,9 @@ func Default() *Config {
 		ShutdownGrace:     DefaultShutdownGrace,
 		SpawnCooldown:     DefaultSpawnCooldown,
 		Retention:         DefaultRetention,
+		OrphanSweep:       DefaultOrphanSweep,
+		ReconnectMin:      DefaultReconnectMin,
+		ReconnectMax:      DefaultReconnectMax,
 	}}
 }
 
@@ -108,6 +122,8 @@ func newStage(name string, line int) Stage {
 		Parallelism: DefaultParallelism,
 		QueueLimit:  DefaultQueueLimit,
 		MaxMessages: DefaultMaxMessages,
+		RetryDelay:  DefaultRetryDelay,
+		RetryMax:    DefaultRetryMax,
 		Line:        line,
 	}
 }

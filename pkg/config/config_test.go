@@ -52,6 +52,9 @@ func TestSpecExample(t *testing.T) {
 			ShutdownGrace:     10 * time.Second,
 			SpawnCooldown:     5 * time.Second,
 			Retention:         168 * time.Hour,
+			OrphanSweep:       time.Minute,
+			ReconnectMin:      time.Second,
+			ReconnectMax:      30 * time.Second,
 		},
 		Stages: []Stage{{
 			Name:        "parse",
@@ -60,6 +63,8 @@ func TestSpecExample(t *testing.T) {
 			Parallelism: 4,
 			QueueLimit:  4,
 			MaxMessages: 1000,
+			RetryDelay:  10 * time.Second,
+			RetryMax:    time.Hour,
 			Line:        10,
 		}},
 	}
@@ -79,6 +84,9 @@ func TestDefaults(t *testing.T) {
 		ShutdownGrace:     10 * time.Second,
 		SpawnCooldown:     5 * time.Second,
 		Retention:         7 * 24 * time.Hour,
+		OrphanSweep:       time.Minute,
+		ReconnectMin:      time.Second,
+		ReconnectMax:      30 * time.Second,
 	}}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Default() = %+v\nwant %+v", d, want)
@@ -118,6 +126,9 @@ SHUTDOWN_GRACE = 3
 SPAWN_COOLDOWN = 250ms
 RETENTION = 0
 METRICS_LISTEN = 127.0.0.1:9187
+ORPHAN_SWEEP = 2m
+RECONNECT_MIN = 0.25
+RECONNECT_MAX = 10s
 
 [database]
 DSN = "postgres://u:p#w;d@db/pepsi"   ; quoted: keeps # and ;
@@ -126,6 +137,9 @@ DSN = "postgres://u:p#w;d@db/pepsi"   ; quoted: keeps # and ;
 MAX_MESSAGES = 7
 QUEUE_LIMIT = 1
 PARALLELISM = 16
+RETRIES = 3
+RETRY_DELAY = 2s
+RETRY_DELAY_MAX = 1m
 PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 `)
 	wantD := Dispatch{
@@ -139,6 +153,9 @@ PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 		SpawnCooldown:     250 * time.Millisecond,
 		Retention:         0,
 		MetricsListen:     "127.0.0.1:9187",
+		OrphanSweep:       2 * time.Minute,
+		ReconnectMin:      250 * time.Millisecond,
+		ReconnectMax:      10 * time.Second,
 	}
 	if c.Dispatch != wantD {
 		t.Errorf("Dispatch = %+v\nwant %+v", c.Dispatch, wantD)
@@ -153,7 +170,10 @@ PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 		Parallelism: 16,
 		QueueLimit:  1,
 		MaxMessages: 7,
-		Line:        17, // the raw string starts with a newline
+		Retries:     3,
+		RetryDelay:  2 * time.Second,
+		RetryMax:    time.Minute,
+		Line:        20, // the raw string starts with a newline
 	}}
 	if !reflect.DeepEqual(c.Stages, wantS) {
 		t.Errorf("Stages = %+v\nwant %+v", c.Stages, wantS)
@@ -223,6 +243,13 @@ func TestErrors(t *testing.T) {
 	tests := []struct {
 		name, src, want string
 	}{
+		// Retries.
+		{"negative RETRIES", "[stage-a]\nPROGRAM = a\nRETRIES = -1\n",
+			`pepsi.conf:3: RETRIES: bad number "-1" (want an integer >= 0)`},
+		{"bad RETRY_DELAY", "[stage-a]\nPROGRAM = a\nRETRY_DELAY = soon\n",
+			`pepsi.conf:3: RETRY_DELAY: bad duration "soon" (want seconds or a duration such as 5m)`},
+		{"zero RECONNECT_MAX", "[pepsi-dispatch]\nRECONNECT_MAX = 0\n",
+			`pepsi.conf:2: RECONNECT_MAX: must be greater than zero, not "0"`},
 		// Sections.
 		{"unknown section", "[database]\nDSN = x\n[foo]\n",
 			`pepsi.conf:3: unknown section [foo] (want [database], [pepsi-dispatch] or [stage-NAME])`},

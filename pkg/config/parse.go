@@ -61,8 +61,9 @@ const (
 var keys = map[string][]string{
 	sectionDatabase: {"DSN"},
 	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
-		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN"},
-	stagePrefix: {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES"},
+		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
+		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX"},
+	stagePrefix: {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX"},
 }
 
 // rawKey is a key line found by the scanner.
@@ -346,6 +347,12 @@ func setDispatch(d *Dispatch, key, v string) string {
 		return setDuration(&d.SpawnCooldown, key, v, false)
 	case "RETENTION":
 		return setDuration(&d.Retention, key, v, true)
+	case "ORPHAN_SWEEP":
+		return setDuration(&d.OrphanSweep, key, v, false)
+	case "RECONNECT_MIN":
+		return setDuration(&d.ReconnectMin, key, v, false)
+	case "RECONNECT_MAX":
+		return setDuration(&d.ReconnectMax, key, v, false)
 	case "CONFIG_FILE":
 		d.ConfigFile = v // "" keeps the default: the file loaded
 	case "INGRESS_CHANNEL":
@@ -366,6 +373,19 @@ func setDispatch(d *Dispatch, key, v string) string {
 
 // setStage sets one numeric [stage-NAME] key, or says what is wrong.
 func setStage(st *Stage, key, v string) string {
+	switch key {
+	case "RETRY_DELAY":
+		return setDuration(&st.RetryDelay, key, v, false)
+	case "RETRY_DELAY_MAX":
+		return setDuration(&st.RetryMax, key, v, false)
+	case "RETRIES":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Sprintf("%s: bad number %q (want an integer >= 0)", key, v)
+		}
+		st.Retries = n
+		return ""
+	}
 	n, err := strconv.Atoi(v)
 	switch {
 	case err != nil && strings.Contains(err.Error(), "out of range"):
