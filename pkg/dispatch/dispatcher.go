@@ -90,7 +90,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.now = time.Now
 	}
 	for _, s := range opts.Config.Stages {
-		p := &pool{cfg: s, more: true}
+		p := &pool{cfg: s, more: true, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
 		d.pools = append(d.pools, p)
 		d.byName[s.Name] = p
 	}

@@ -51,13 +51,19 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 			if st.Text != "" {
 				reason += ": " + st.Text
 			}
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Fail, Reason: reason})
+			d.fail(w.pool, id, reason)
 		}
 		w.headAt = now
 	}
 	if w.inflight.len() == 0 {
 		w.idleAt = now
 	}
+}
+
+// fail books a failed pass of id at p's stage: the message fails, or is
+// paused for a retry while the stage's RETRIES allow.
+func (d *Dispatcher) fail(p *pool, id int64, reason string) {
+	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Fail, Reason: reason, Retry: p.retry})
 }
 
 // protocolError fails the worker's head message with reason, puts the rest
@@ -94,7 +100,7 @@ func (d *Dispatcher) abandon(w *worker, reason string) {
 	stage := w.pool.cfg.Name
 	for i, id := range ids {
 		if i == 0 {
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Fail, Reason: reason})
+			d.fail(w.pool, id, reason)
 		} else {
 			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Requeue})
 		}

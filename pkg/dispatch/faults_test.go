@@ -20,8 +20,8 @@ func TestCrashWithPipeline(t *testing.T) {
 		if st, _, _ := b.row(id); st != "done" {
 			t.Errorf("message %d: %s, want done", id, st)
 		}
-		if n := b.int64("SELECT attempts FROM pepsi.state WHERE id = $1", id); n != 2 {
-			t.Errorf("message %d: attempts %d, want 2 (requeued once)", id, n)
+		if n := b.int64("SELECT attempts FROM pepsi.state WHERE id = $1", id); n != 1 {
+			t.Errorf("message %d: attempts %d, want 1 (the requeue takes back its unrun attempt)", id, n)
 		}
 	}
 	b.checkInvariants()
@@ -158,4 +158,32 @@ func TestClosedStdout(t *testing.T) {
 		t.Errorf("second: %s, want done", st)
 	}
 	b.checkInvariants()
+}
+
+// TestRetries: with RETRIES, a failed pass pauses the message with a
+// growing delay until its attempts are spent; then it fails.
+func TestRetries(t *testing.T) {
+	b := setup(t, fast, "work\nPARALLELISM = 1\nRETRIES = 2\nRETRY_DELAY = 0.2\nRETRY_DELAY_MAX = 0.3", "next")
+	ids := b.enqueue("work", "work=exit:3", "work=advance:next next=finish")
+	b.start()
+	b.waitSettled(time.Minute)
+	if st, _, derr := b.row(ids[0]); st != "failed" || derr != "stage work answered 3: failing on purpose" {
+		t.Errorf("retried message: %s %q", st, derr)
+	}
+	if n := b.int64("SELECT attempts FROM pepsi.state WHERE id = $1", ids[0]); n != 3 {
+		t.Errorf("attempts %d, want 3 (1 + RETRIES)", n)
+	}
+	if st, stage, _ := b.row(ids[1]); st != "done" || stage != "next" {
+		t.Errorf("other message: %s at %s", st, stage)
+	}
+	if n := b.int64("SELECT attempts FROM pepsi.state WHERE id = $1", ids[1]); n != 1 {
+		t.Errorf("advanced message: attempts %d, want 1 (counted per stage)", n)
+	}
+	b.checkInvariants()
+	if n := b.int64("SELECT paused FROM pepsi.dispatch_stats"); n != 2 {
+		t.Errorf("paused = %d, want 2", n)
+	}
+	if n := b.int64("SELECT failed FROM pepsi.stage_stats WHERE stage = 'work'"); n != 3 {
+		t.Errorf("stage failed = %d, want 3 (every failed pass)", n)
+	}
 }

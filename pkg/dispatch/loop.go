@@ -279,7 +279,8 @@ func (d *Dispatcher) settle(ctx context.Context) error {
 				p.more = true
 			}
 		}
-		if s.Set == "" && s.Status == queue.Paused && (d.nextPaused.IsZero() || s.Timeout.Before(d.nextPaused)) {
+		paused := s.Set == queue.Paused || (s.Set == "" && s.Status == queue.Paused)
+		if paused && (d.nextPaused.IsZero() || s.Timeout.Before(d.nextPaused)) {
 			d.nextPaused = s.Timeout
 		}
 	}

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+
 	"github.com/pepsi-dev/pepsi/pkg/config"
 )
 
@@ -14,6 +16,7 @@ type pool struct {
 	coolUntil time.Time // no claims and no starts before this
 	cooling   bool      // in a cooldown episode (logged once)
 	more      bool      // pending rows may be waiting: worth a claim
+	retry     queue.RetryPolicy
 }
 
 // live counts the workers that hold a PARALLELISM slot: all but those told to stop.

@@ -39,6 +39,8 @@ func (t *tally) settled(s *queue.Settled) {
 		g.Reset++
 	case s.Set == queue.Failed:
 		g.Failed++
+	case s.Set == queue.Paused:
+		g.Paused++
 	case s.Status == queue.Done:
 		g.Done++
 	case s.Status == queue.Failed:

@@ -94,10 +94,19 @@ type Settle struct {
 	Stage   string
 	Verdict Verdict
 	Reason  string
+	Retry   RetryPolicy // for Fail: pause instead while attempts are left
+}
+
+// RetryPolicy says how often and how late a failed pass is retried.
+type RetryPolicy struct {
+	Retries int           // failed passes at one stage that are retried; 0: none
+	Delay   time.Duration // the first retry's delay, doubled for each later one
+	Max     time.Duration // the longest delay
 }
 
 // Settled is what Settle found and did for one message: its row before
-// (Status, Stage) and the status it set, or "" when it left the row alone.
+// (Status, Stage) and the status it set, or "" when it left the row alone;
+// Timeout is when a row it or the stage paused falls due.
 type Settled struct {
 	ID      int64
 	Status  Status
@@ -109,30 +118,48 @@ type Settled struct {
 
 // settleSQL applies verdicts in one statement. Only rows still running are
 // touched: a row running at another stage than it was handed at advanced
-// and goes back to pending whatever the verdict; a row running at the same
-// stage fails (with the reason, or NotMoved for a 0 answer) unless the
-// verdict is requeue. Rows the stage finished, paused or failed are left
-// alone. cur locks the rows first, so that what it reports is their latest
-// committed state even when a stage's commit lands while this runs.
+// and goes back to pending whatever the verdict (its attempts start again
+// at 0); a row running at the same stage fails (with the reason, or
+// NotMoved for a 0 answer) unless the verdict is requeue (it never ran: the
+// claim's attempt is taken back) or a failure with retries left (paused for
+// delay × 2^(attempts-1), at most maxdelay). Rows the stage finished, paused
+// or failed are left alone. cur locks the rows first, so that what it
+// reports is their latest committed state even when a stage's commit lands
+// while this runs.
 const settleSQL = `
 WITH v AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS v(id, stage, verdict, reason)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[])
+        AS v(id, stage, verdict, reason, retries, delay, maxdelay)
 ), cur AS (
     SELECT s.id, s.status, s.stage, s.timeout
       FROM pepsi.state s JOIN v ON v.id = s.id
        FOR UPDATE OF s
+), x AS (
+    SELECT v.*, s.stage <> v.stage AS advanced,
+           v.verdict = 'fail' AND greatest(s.attempts, 1) <= v.retries AS retry,
+           s.attempts
+      FROM v JOIN cur ON cur.id = v.id JOIN pepsi.state s ON s.id = v.id
+     WHERE cur.status = 'running'
 ), upd AS (
     UPDATE pepsi.state s
-       SET status = CASE WHEN s.stage <> v.stage OR v.verdict = 'requeue' THEN 'pending' ELSE 'failed' END,
-           dispatch_error = CASE WHEN s.stage <> v.stage OR v.verdict = 'requeue' THEN s.dispatch_error
-                                 WHEN v.verdict = 'ok' THEN '` + NotMoved + `'
-                                 ELSE v.reason END,
+       SET status = CASE WHEN x.advanced OR x.verdict = 'requeue' THEN 'pending'
+                         WHEN x.retry THEN 'paused'
+                         ELSE 'failed' END,
+           timeout = CASE WHEN NOT x.advanced AND x.retry
+                          THEN now() + make_interval(secs => least(x.delay * 2 ^ greatest(x.attempts - 1, 0), x.maxdelay))
+                          ELSE s.timeout END,
+           attempts = CASE WHEN x.advanced THEN 0
+                           WHEN x.verdict = 'requeue' THEN greatest(s.attempts - 1, 0)
+                           ELSE s.attempts END,
+           dispatch_error = CASE WHEN x.advanced OR x.verdict = 'requeue' THEN s.dispatch_error
+                                 WHEN x.verdict = 'ok' THEN '` + NotMoved + `'
+                                 ELSE x.reason END,
            updated_at = now()
-      FROM v JOIN cur ON cur.id = v.id
-     WHERE s.id = v.id AND cur.status = 'running' AND s.status = 'running'
-    RETURNING s.id, s.status
+      FROM x
+     WHERE s.id = x.id AND s.status = 'running'
+    RETURNING s.id, s.status, s.timeout
 )
-SELECT cur.id, cur.status, cur.stage, v.stage, coalesce(upd.status, ''), cur.timeout
+SELECT cur.id, cur.status, cur.stage, v.stage, coalesce(upd.status, ''), coalesce(upd.timeout, cur.timeout)
   FROM cur JOIN v ON v.id = cur.id LEFT JOIN upd ON upd.id = cur.id`
 
 // Settle applies verdicts in one statement and appends what it found to dst.
@@ -140,17 +167,17 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 	if len(vs) == 0 {
 		return dst, nil
 	}
-	ids := make([]int64, len(vs))
-	stages := make([]string, len(vs))
-	verdicts := make([]string, len(vs))
-	reasons := make([]string, len(vs))
+	n := len(vs)
+	ids, stages, verdicts, reasons := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
+	retries, delays, maxes := make([]int32, n), make([]float64, n), make([]float64, n)
 	for i, v := range vs {
 		ids[i], stages[i], verdicts[i], reasons[i] = v.ID, v.Stage, string(v.Verdict), v.Reason
+		retries[i], delays[i], maxes[i] = int32(v.Retry.Retries), v.Retry.Delay.Seconds(), v.Retry.Max.Seconds()
 	}
 	start := len(dst)
 	err := retry(ctx, func() error {
 		dst = dst[:start]
-		rows, err := db.Pool.Query(ctx, settleSQL, ids, stages, verdicts, reasons)
+		rows, err := db.Pool.Query(ctx, settleSQL, ids, stages, verdicts, reasons, retries, delays, maxes)
 		if err != nil {
 			return err
 		}
