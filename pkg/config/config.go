@@ -46,16 +46,16 @@ type Dispatch struct {
 
 // Stage holds one [stage-NAME] section.
 type Stage struct {
-	Name        string   // the part after "stage-"; letters, digits, '_', '-', '.'
-	Program     []string // PROGRAM split into words like a shell would, without any expansion
-	ProgramText string   // PROGRAM as written, without a trailing comment
-	Parallelism int      // PARALLELISM, default 4: the most workers of this stage
-	QueueLimit  int      // QUEUE_LIMIT, default 4: messages pipelined to one worker at once
-	MaxMessages int      // MAX_MESSAGES, default 1000: messages after which a worker is recycled
+	Name        string        // the part after "stage-"; letters, digits, '_', '-', '.'
+	Program     []string      // PROGRAM split into words like a shell would, without any expansion
+	ProgramText string        // PROGRAM as written, without a trailing comment
+	Parallelism int           // PARALLELISM, default 4: the most workers of this stage
+	QueueLimit  int           // QUEUE_LIMIT, default 4: messages pipelined to one worker at once
+	MaxMessages int           // MAX_MESSAGES, default 1000: messages after which a worker is recycled
 	Retries     int           // RETRIES, default 0: failed passes that pause the message for a retry instead of failing it
 	RetryDelay  time.Duration // RETRY_DELAY, default 10s: the first retry's delay, doubled for each later one
 	RetryMax    time.Duration // RETRY_DELAY_MAX, default 1h: the longest retry delay
-	Line        int      // line of the [stage-NAME] header
+	Line        int           // line of the [stage-NAME] header
 }
 
 // Defaults, exactly as seed 004 §23.3 gives them, plus pepsi's own keys.
