@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -60,7 +61,14 @@ type Dispatcher struct {
 	lastFlush  time.Time
 	stopping   bool
 	env        []string
-	bg         sync.WaitGroup // the listener's goroutines
+
+	nextOrphans time.Time      // when the orphan sweep is due
+	orphansNow  bool           // sweep orphans of any age at once (after a reconnect)
+	nextExpire  time.Time      // when the retention sweep is due
+	expiring    bool           // a retention sweep is walking the table
+	expireAfter int64          // the last id it looked at
+	expired     int64          // what it deleted so far
+	bg          sync.WaitGroup // the listener's goroutines
 }
 
 // New checks opts and returns a dispatcher ready to Run.
@@ -111,6 +119,10 @@ func nameOf(c *config.Config) string {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if err := d.start(ctx); err != nil {
 		d.close()
+		if errors.Is(err, errStopped) {
+			d.log.Info("dispatcher stopped", "reason", err)
+			return nil
+		}
 		return err
 	}
 	defer d.close()
@@ -139,7 +151,7 @@ func (d *Dispatcher) goBackground(fn func()) {
 // start connects, takes the lock and resets orphans.
 func (d *Dispatcher) start(ctx context.Context) error {
 	dc := d.cfg.Dispatch
-	lis, err := queue.Dial(ctx, d.cfg.DSN, dc.IngressChannel)
+	lis, err := d.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -164,10 +176,38 @@ func (d *Dispatcher) start(ctx context.Context) error {
 	d.tally.global.Orphans += n
 	d.tally.dirty = n > 0
 	d.checkPause = true
+	d.nextOrphans = d.now().Add(dc.OrphanSweep)
+	d.nextExpire = d.now()
 	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "orphans_reset", n,
 		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile)
 	return nil
 }
+
+// errStopped is returned by start when a signal came before the database did.
+var errStopped = errors.New("stopped before the database could be reached")
+
+// dial opens the listener session, retrying with backoff while the server
+// cannot be reached.
+func (d *Dispatcher) dial(ctx context.Context) (*queue.Listener, error) {
+	dc := &d.cfg.Dispatch
+	backoff := dc.ReconnectMin
+	for {
+		lis, err := queue.Dial(ctx, d.cfg.DSN, dc.IngressChannel)
+		if err == nil || !queue.IsConnectFailure(err) {
+			return lis, err
+		}
+		d.log.Warn("database unavailable; retrying", "err", err, "next_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, errStopped
+		case <-time.After(jitter(backoff)):
+		}
+		backoff = min(2*backoff, dc.ReconnectMax)
+	}
+}
+
+// jitter returns a duration between d/2 and d.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // lock takes the single-dispatcher lock on lis, or waits for it in standby.
 func (d *Dispatcher) lock(ctx context.Context, lis *queue.Listener) error {

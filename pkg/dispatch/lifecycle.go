@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"syscall"
 	"time"
 
@@ -134,12 +133,13 @@ func (d *Dispatcher) listen(ctx context.Context, lis *queue.Listener) {
 // relisten reconnects the listener with backoff and jitter and re-takes the
 // lock; losing the lock to another dispatcher is fatal.
 func (d *Dispatcher) relisten(ctx context.Context) {
-	backoff := time.Second
+	dc := &d.cfg.Dispatch
+	backoff := dc.ReconnectMin
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		case <-time.After(jitter(backoff)):
 		}
 		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
 		if err == nil {
@@ -159,6 +159,6 @@ func (d *Dispatcher) relisten(ctx context.Context) {
 			_ = lis.Close(ctx)
 		}
 		d.log.Warn("listener: reconnect failed", "err", err, "next_in", backoff)
-		backoff = min(2*backoff, 30*time.Second)
+		backoff = min(2*backoff, dc.ReconnectMax)
 	}
 }

@@ -38,8 +38,8 @@ func TestMissingProgram(t *testing.T) {
 	b.start()
 	b.waitFor("other stage done", time.Minute, func() bool { st, _, _ := b.row(other[0]); return st == "done" })
 	// Several cooldowns pass while we watch.
-	b.waitFor("retries after cooldown", time.Minute, func() bool {
-		return b.int64("SELECT attempts FROM pepsi.state WHERE id = $1", ids[0]) >= 4
+	b.waitFor("claims retried after cooldowns", time.Minute, func() bool {
+		return b.int64("SELECT claimed FROM pepsi.dispatch_stats") >= 1+2*4
 	})
 	var after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)

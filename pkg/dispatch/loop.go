@@ -46,6 +46,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			d.lis = lis
 			d.goBackground(func() { d.listen(lctx, lis) })
 			d.woken()
+			d.orphansNow = true
 			d.log.Info("listener reconnected")
 		case err := <-d.fatal:
 			d.log.Error("stopping", "err", err)
@@ -101,6 +102,10 @@ func (d *Dispatcher) turn(now time.Time) {
 	if d.stopping {
 		return
 	}
+	if err := d.sweeps(ctx, now); err != nil {
+		d.dbFailed(now, "sweep", err)
+		return
+	}
 	if d.checkPause || (!d.nextPaused.IsZero() && !now.Before(d.nextPaused)) {
 		n, next, err := d.db.ResumePaused(ctx)
 		if err != nil {
@@ -125,6 +130,11 @@ func (d *Dispatcher) turn(now time.Time) {
 func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	d.log.Error("database: "+what+" failed; retrying", "err", err)
 	d.retryAt = now.Add(dbRetry)
+	if queue.IsReadOnly(err) {
+		// A demoted primary: drop every connection so that the next ones
+		// find the new primary.
+		d.db.Pool.Reset()
+	}
 }
 
 // watch enforces MAX_RUNTIME, idle reaping, recycling, kill deadlines and
@@ -178,6 +188,9 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 			}
 		}
 		soon(d.nextPaused)
+		if !d.stopping {
+			soon(d.sweepDeadline(now))
+		}
 	}
 	for _, p := range d.pools {
 		if now.Before(p.coolUntil) {

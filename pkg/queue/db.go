@@ -68,13 +68,26 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
 // Close closes every connection of the pool.
 func (db *DB) Close() { db.Pool.Close() }
 
-// describe shortens a connection error to its cause.
+// describe shortens a connection error to its cause, keeping the
+// *pgconn.ConnectError in the chain for IsConnectFailure.
 func describe(err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
-		return ce.Unwrap()
+		return &connectError{ce}
 	}
 	return err
+}
+
+type connectError struct{ ce *pgconn.ConnectError }
+
+func (e *connectError) Error() string { return e.ce.Unwrap().Error() }
+func (e *connectError) Unwrap() error { return e.ce }
+
+// IsConnectFailure reports whether err is a failure to reach or log in to
+// the server, which may go away when retried.
+func IsConnectFailure(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
 }
 
 // IsTransient reports whether err is a serialization failure or deadlock

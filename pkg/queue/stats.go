@@ -33,14 +33,15 @@ type DispatchStats struct {
 	Paused      int64     `json:"paused"`       // passes that paused their message
 	Resumed     int64     `json:"resumed"`      // paused rows flipped back to pending
 	Reset       int64     `json:"reset"`        // claimed rows put back unrun (shutdown, crashes, timeouts)
-	Orphans     int64     `json:"orphans"`      // running rows of a dispatcher that was gone, reset at start
+	Orphans     int64     `json:"orphans"`      // running rows no worker held, reset (at start, after a reconnect, by the sweep)
+	Expired     int64     `json:"expired"`      // done messages deleted by the retention sweep
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // IsZero reports whether d holds no counts.
 func (d *DispatchStats) IsZero() bool {
 	return d.Claimed == 0 && d.StagePasses == 0 && d.Requeued == 0 && d.Done == 0 &&
-		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0
+		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0 && d.Expired == 0
 }
 
 const addStageStatsSQL = `
@@ -58,7 +59,7 @@ const addDispatchStatsSQL = `
 UPDATE pepsi.dispatch_stats SET
     claimed = claimed + $1, stage_passes = stage_passes + $2, requeued = requeued + $3,
     done = done + $4, failed = failed + $5, paused = paused + $6, resumed = resumed + $7,
-    reset = reset + $8, orphans = orphans + $9, updated_at = now()`
+    reset = reset + $8, orphans = orphans + $9, expired = expired + $10, updated_at = now()`
 
 // AddStats adds the deltas to the statistics tables in one transaction.
 // Stages with zero deltas are skipped; nothing is written when all are zero.
@@ -87,7 +88,7 @@ func (db *DB) AddStats(ctx context.Context, stages []StageStats, d DispatchStats
 			b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy)
 		}
 		if !d.IsZero() {
-			b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans)
+			b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
@@ -109,7 +110,7 @@ func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error
 	if err != nil {
 		return nil, d, err
 	}
-	err = db.Pool.QueryRow(ctx, `SELECT claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, updated_at
-		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed, &d.Reset, &d.Orphans, &d.UpdatedAt)
+	err = db.Pool.QueryRow(ctx, `SELECT claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, updated_at
+		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed, &d.Reset, &d.Orphans, &d.Expired, &d.UpdatedAt)
 	return stages, d, err
 }

@@ -1,0 +1,55 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestOrphanSweep: a running row that no worker holds (a claim whose
+// answer was lost) is reset by the sweep and then processed.
+func TestOrphanSweep(t *testing.T) {
+	b := setup(t, fast+"\nORPHAN_SWEEP = 0.3", "work")
+	b.start()
+	ids := b.enqueue("work", "work=slow:1ms")
+	// Done, and settled by the dispatcher (its statistics are written after).
+	b.waitFor("message settled", time.Minute, func() bool { return b.int64("SELECT done FROM pepsi.dispatch_stats") == 1 })
+	// Simulate a lost claim: the row is running, but no worker has it.
+	if _, err := b.db.Pool.Exec(context.Background(),
+		"UPDATE pepsi.state SET status = 'running', updated_at = now() - interval '1 hour' WHERE id = $1", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("orphan reset and done again", time.Minute, func() bool {
+		st, _, _ := b.row(ids[0])
+		return st == "done" && b.int64("SELECT orphans FROM pepsi.dispatch_stats") == 1
+	})
+	if n := b.int64("SELECT count(*) FROM test_passes WHERE id = $1", ids[0]); n != 2 {
+		t.Errorf("%d passes, want 2 (the orphan ran again)", n)
+	}
+}
+
+// TestRetention: done messages older than RETENTION are deleted, and
+// counted; newer ones and failed ones stay.
+func TestRetention(t *testing.T) {
+	b := setup(t, fast+"\nRETENTION = 1h", "work")
+	old := b.enqueue("work", make([]string, 2500)...)
+	keep := b.enqueue("work", "a", "b")
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, `UPDATE pepsi.state SET status = 'done', updated_at = now() - interval '2 hours' WHERE id = ANY($1)`, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(ctx, `UPDATE pepsi.state SET status = 'failed', updated_at = now() - interval '2 hours' WHERE id = $1`, keep[0]); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	b.waitFor("old done messages deleted", time.Minute, func() bool {
+		return b.int64("SELECT count(*) FROM pepsi.message") == 2 && b.int64("SELECT expired FROM pepsi.dispatch_stats") == 2500
+	})
+	b.waitSettled(time.Minute)
+	if st, _, _ := b.row(keep[0]); st != "failed" {
+		t.Errorf("failed message: %s", st)
+	}
+	if st, _, _ := b.row(keep[1]); st != "done" {
+		t.Errorf("new message: %s", st)
+	}
+}

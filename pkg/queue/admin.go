@@ -1,0 +1,97 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// OpenAs is Open with an application_name for the sessions (unless the DSN
+// names one), so that an administrator, or a dispatcher refused its lock,
+// sees who is connected: "pepsi queue purge pid 4242 on host".
+func OpenAs(ctx context.Context, dsn string, maxConns int32, name string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && name != "" {
+		host, _ := os.Hostname()
+		cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", name, os.Getpid(), host)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", describe(err))
+	}
+	return &DB{Pool: pool}, nil
+}
+
+// Dispatcher is what the database knows of the running dispatcher.
+type Dispatcher struct {
+	PID  int32  // server pid of the session holding the single-dispatcher lock
+	Name string // its application_name ("pepsi dispatch pid N on HOST"), "" when unknown
+}
+
+// String describes the dispatcher for a message.
+func (d *Dispatcher) String() string {
+	if d.Name != "" {
+		return fmt.Sprintf("%s, server pid %d", d.Name, d.PID)
+	}
+	return fmt.Sprintf("server pid %d", d.PID)
+}
+
+// dispatcherSQL finds the session holding the single-dispatcher lock (the
+// exclusive session lock of Listener.TryLock; the shared transaction locks
+// that Redrive and Purge take are not it). A standby that waits for the
+// lock is not granted it and does not count.
+const dispatcherSQL = `
+SELECT l.pid, coalesce(a.application_name, '')
+  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 1
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1
+ LIMIT 1`
+
+// RunningDispatcher returns the dispatcher that holds the lock, or nil
+// when none runs. A dispatcher that is reconnecting after losing its
+// session holds no lock until it has reconnected.
+func (db *DB) RunningDispatcher(ctx context.Context) (*Dispatcher, error) {
+	var d Dispatcher
+	err := db.Pool.QueryRow(ctx, dispatcherSQL, int64(dispatcherLock)).Scan(&d.PID, &d.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// DispatcherRunning reports whether a dispatcher holds the single-dispatcher
+// lock, and the server pid of its session.
+func (db *DB) DispatcherRunning(ctx context.Context) (bool, int32, error) {
+	d, err := db.RunningDispatcher(ctx)
+	if err != nil || d == nil {
+		return false, 0, err
+	}
+	return true, d.PID, nil
+}
+
+// Now returns the server's clock, for ages that do not depend on the
+// client's.
+func (db *DB) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := db.Pool.QueryRow(ctx, "SELECT now()").Scan(&now)
+	return now, err
+}

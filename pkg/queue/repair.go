@@ -1,0 +1,349 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Queue repair for administrators: Redrive puts messages back to pending,
+// Purge deletes them. Neither touches a row a running dispatcher holds.
+//
+// A running row belongs to the dispatcher that claimed it, as long as that
+// dispatcher runs: one of its workers may be processing the message. Rows
+// that are running while no dispatcher runs are orphans (the next
+// dispatcher resets them at start) and may be repaired. "No dispatcher
+// runs" is decided per transaction by taking the single-dispatcher lock
+// shared for the transaction (pg_try_advisory_xact_lock_shared): it fails
+// while a dispatcher holds the lock, and while it is held no dispatcher can
+// start (it would find the lock taken and refuse, or in standby wait), so
+// that a dispatcher cannot start and claim rows between the check and the
+// change. The lock is taken only by transactions that may touch running
+// rows. Rows of every other status are never held: the dispatcher's own
+// writes to them (claiming pending rows, resuming paused ones, deleting old
+// done ones) are guarded by their status, as every change here is.
+
+// DefaultBatch is how many rows Redrive and Purge change per transaction.
+const DefaultBatch = 10000
+
+// Redrivable lists the statuses Redrive moves back to pending.
+var Redrivable = []Status{Failed, Paused, Done, Running}
+
+// NotFoundError is a message id that does not exist; errors.Is(err,
+// ErrNotFound) holds for it.
+type NotFoundError struct {
+	ID   int64 // the first missing id
+	More int   // how many more of the ids asked for are missing
+}
+
+func (e *NotFoundError) Error() string {
+	if e.More > 0 {
+		return fmt.Sprintf("no such message: %d (and %d more of the ids given)", e.ID, e.More)
+	}
+	return fmt.Sprintf("no such message: %d", e.ID)
+}
+
+// Is makes errors.Is(err, ErrNotFound) hold.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// Repair is what Redrive or Purge did.
+type Repair struct {
+	Changed int64 // rows redriven or purged (with DryRun: that would be)
+	Held    int64 // running rows left alone because a dispatcher holds them
+	Pending int64 // Redrive by id: rows already pending, left alone
+	// Dispatcher is the dispatcher that holds the Held rows (nil when Held is 0).
+	Dispatcher *Dispatcher
+}
+
+// RedriveParams says which messages Redrive puts back.
+type RedriveParams struct {
+	// IDs are the messages to redrive, in one transaction; every one must
+	// exist. When empty, every message with Status (and Stage, if set) is
+	// redriven, in batches.
+	IDs     []int64
+	Status  Status // one of Redrivable
+	Stage   string
+	ToStage string // when set, the messages are put back at this stage
+	Batch   int    // rows per transaction, DefaultBatch when 0
+	// Progress, when set, is called after each batch with the rows changed so far.
+	Progress func(changed int64)
+}
+
+// PurgeParams says which messages Purge deletes.
+type PurgeParams struct {
+	Status    Status
+	Stage     string
+	OlderThan time.Duration // last updated at least this long ago
+	DryRun    bool          // count, delete nothing
+	Batch     int           // rows per transaction, DefaultBatch when 0
+	// Progress, when set, is called after each batch with the rows deleted so far.
+	Progress func(changed int64)
+}
+
+// selection is the rows a batched repair walks.
+type selection struct {
+	statuses  []Status
+	stage     string
+	olderThan time.Duration
+	batch     int
+	progress  func(int64)
+}
+
+const (
+	// takeShared succeeds, and holds until the transaction ends, unless a
+	// dispatcher holds the single-dispatcher lock.
+	takeSharedSQL = `SELECT pg_try_advisory_xact_lock_shared($1)`
+
+	// batchSQL locks the next batch of matching rows in id order. Under READ
+	// COMMITTED a row changed meanwhile is re-checked once unlocked and
+	// dropped if it no longer matches; LIMIT counts the rows locked.
+	batchSQL = `
+SELECT id FROM pepsi.state
+ WHERE status = ANY($1::text[]) AND ($2::text = '' OR stage = $2)
+   AND updated_at <= now() - $3::interval AND id > $4
+ ORDER BY id LIMIT $5
+   FOR UPDATE`
+
+	countSQL = `
+SELECT count(*) FROM pepsi.state
+ WHERE status = ANY($1::text[]) AND ($2::text = '' OR stage = $2)
+   AND updated_at <= now() - $3::interval`
+
+	// redriveSQL puts rows back to pending with a clean slate: no timeout,
+	// no attempts, no errors (list them first to keep them).
+	redriveSQL = `
+UPDATE pepsi.state
+   SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL,
+       attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now()
+ WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])`
+
+	// notifySQL wakes a running dispatcher (delivered at commit).
+	notifySQL = `SELECT pg_notify((SELECT ingress_channel FROM pepsi.settings), '')`
+
+	purgeSQL = `DELETE FROM pepsi.message WHERE id = ANY($1::bigint[])`
+)
+
+// Redrive puts failed, paused, done or (while no dispatcher runs) running
+// messages back to pending, optionally at another stage, clears their
+// timeout, attempts and errors, and wakes the dispatcher. By id, a message
+// that is already pending is left alone and counted in Pending; a missing
+// id is a *NotFoundError and nothing is changed.
+func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
+	if len(p.IDs) > 0 {
+		return db.redriveIDs(ctx, p)
+	}
+	if !slices.Contains(Redrivable, p.Status) {
+		return Repair{}, fmt.Errorf("cannot redrive %s messages (want failed, paused, done or running)", p.Status)
+	}
+	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, batch: p.Batch, progress: p.Progress}
+	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
+		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(Redrivable)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, notifySQL)
+		return err
+	})
+}
+
+// redriveIDs redrives the listed messages in one transaction.
+func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
+	ids := slices.Clone(p.IDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var res Repair
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		res = Repair{}
+		rows, err := tx.Query(ctx, "SELECT id, status FROM pepsi.state WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+		if err != nil {
+			return err
+		}
+		found := make(map[int64]Status, len(ids))
+		var id int64
+		var st string
+		_, err = pgx.ForEachRow(rows, []any{&id, &st}, func() error {
+			found[id] = Status(st)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(found) < len(ids) {
+			nf := &NotFoundError{More: len(ids) - len(found) - 1}
+			for _, id := range ids {
+				if _, ok := found[id]; !ok {
+					nf.ID = id
+					break
+				}
+			}
+			return nf
+		}
+		var running int64
+		for _, st := range found {
+			switch st {
+			case Pending:
+				res.Pending++
+			case Running:
+				running++
+			}
+		}
+		allowed := Redrivable
+		if running > 0 {
+			free, err := takeShared(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if !free {
+				allowed = []Status{Failed, Paused, Done}
+				res.Held = running
+			}
+		}
+		tag, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(allowed))
+		if err != nil {
+			return err
+		}
+		res.Changed = tag.RowsAffected()
+		if res.Changed > 0 {
+			_, err = tx.Exec(ctx, notifySQL)
+		}
+		return err
+	})
+	if err != nil {
+		return Repair{}, err
+	}
+	return res, db.holder(ctx, &res)
+}
+
+// Purge deletes messages of one status (and stage, and age) in batches,
+// each in its own transaction; running messages only while no dispatcher
+// runs. With DryRun it counts what it would delete.
+func (db *DB) Purge(ctx context.Context, p PurgeParams) (Repair, error) {
+	if !slices.Contains(Statuses, p.Status) {
+		return Repair{}, fmt.Errorf("unknown status %q", p.Status)
+	}
+	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, olderThan: p.OlderThan, batch: p.Batch, progress: p.Progress}
+	if p.DryRun {
+		return db.count(ctx, sel)
+	}
+	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
+		_, err := tx.Exec(ctx, purgeSQL, ids)
+		return err
+	})
+}
+
+// batches locks the rows of sel batch by batch, in id order, and calls
+// apply on each batch in its transaction. Running rows are left out (and
+// counted in Held) once a dispatcher is found to hold the lock.
+func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []int64) error) (Repair, error) {
+	size := sel.batch
+	if size <= 0 {
+		size = DefaultBatch
+	}
+	var res Repair
+	held := false
+	var last int64
+	for {
+		var ids []int64
+		err := db.inTx(ctx, func(tx pgx.Tx) error {
+			ids = nil
+			sts := sel.statuses
+			if slices.Contains(sts, Running) && !held {
+				free, err := takeShared(ctx, tx)
+				if err != nil {
+					return err
+				}
+				held = !free
+			}
+			if held {
+				sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
+			}
+			if len(sts) == 0 {
+				return nil
+			}
+			rows, err := tx.Query(ctx, batchSQL, statusText(sts), sel.stage, sel.olderThan, last, size)
+			if err != nil {
+				return err
+			}
+			if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ids) == 0 {
+				return err
+			}
+			return apply(tx, ids)
+		})
+		if err != nil {
+			return res, err
+		}
+		if len(ids) == 0 {
+			break
+		}
+		res.Changed += int64(len(ids))
+		last = ids[len(ids)-1]
+		if sel.progress != nil {
+			sel.progress(res.Changed)
+		}
+	}
+	if held {
+		if err := db.Pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+			return res, err
+		}
+	}
+	return res, db.holder(ctx, &res)
+}
+
+// count is a dry run of batches.
+func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
+	var res Repair
+	d, err := db.RunningDispatcher(ctx)
+	if err != nil {
+		return res, err
+	}
+	sts := sel.statuses
+	if d != nil && slices.Contains(sts, Running) {
+		sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
+		if err := db.Pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+			return res, err
+		}
+	}
+	if len(sts) > 0 {
+		if err := db.Pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
+			return res, err
+		}
+	}
+	if res.Held > 0 {
+		res.Dispatcher = d
+	}
+	return res, nil
+}
+
+// holder fills in the dispatcher that holds res.Held rows.
+func (db *DB) holder(ctx context.Context, res *Repair) error {
+	if res.Held == 0 {
+		return nil
+	}
+	d, err := db.RunningDispatcher(ctx)
+	if err != nil {
+		return err
+	}
+	if d == nil { // it stopped meanwhile
+		d = &Dispatcher{}
+	}
+	res.Dispatcher = d
+	return nil
+}
+
+// takeShared takes the single-dispatcher lock shared for the transaction,
+// and reports whether it could: false means a dispatcher runs.
+func takeShared(ctx context.Context, tx pgx.Tx) (bool, error) {
+	var free bool
+	err := tx.QueryRow(ctx, takeSharedSQL, int64(dispatcherLock)).Scan(&free)
+	return free, err
+}
+
+func statusText(sts []Status) []string {
+	out := make([]string, len(sts))
+	for i, s := range sts {
+		out[i] = string(s)
+	}
+	return out
+}
