@@ -1,0 +1,196 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// queueCommand is "pepsi queue": inspection (summary, ls, show) and repair
+// (retry, purge) of the queue, for administrators. Each subcommand is in a
+// file of its own: queue_summary.go, queue_ls.go, queue_show.go,
+// queue_repair.go.
+func queueCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "queue",
+		Usage:     "inspect and repair the queue (summary, ls, show, retry, purge)",
+		UsageText: "pepsi queue [summary]\npepsi queue ls|show|retry|purge [options] [arguments]",
+		Description: "Without a command, prints the summary: messages per stage and status,\n" +
+			"and how long the oldest pending message of each stage has waited.",
+		Subcommands: []*cli.Command{
+			queueSummaryCommand(),
+			queueLsCommand(),
+			queueShowCommand(),
+			queueRetryCommand(),
+			queuePurgeCommand(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usage("unknown queue command %q (want summary, ls, show, retry or purge)", c.Args().First())
+			}
+			return queueSummary(c)
+		},
+	}
+}
+
+// openQueue loads the configuration and opens a small pool, its sessions
+// named after the command (visible in pg_stat_activity), on a database
+// whose schema is current.
+func openQueue(c *cli.Context) (*queue.DB, *config.Config, error) {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := parseDSN(cfg); err != nil {
+		return nil, nil, err
+	}
+	name := "pepsi"
+	if c.Command != nil && c.Command.HelpName != "" {
+		name = c.Command.HelpName
+	}
+	db, err := queue.OpenAs(c.Context, cfg.DSN, 2, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := db.CheckSchema(c.Context); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, cfg, nil
+}
+
+// parseStatusFlag reads --status (empty: none given).
+func parseStatusFlag(c *cli.Context) (queue.Status, error) {
+	s := c.String("status")
+	if s == "" {
+		if c.IsSet("status") {
+			return "", usage("--status is empty (want pending, running, paused, done or failed)")
+		}
+		return "", nil
+	}
+	st, err := queue.ParseStatus(s)
+	if err != nil {
+		return "", usage("--status %q: unknown status (want pending, running, paused, done or failed)", s)
+	}
+	return st, nil
+}
+
+// parseStageFlag reads a stage-name flag (empty: none given). Any
+// well-formed name is accepted: messages may wait at a stage that is no
+// longer configured.
+func parseStageFlag(c *cli.Context, flag string) (string, error) {
+	s := c.String(flag)
+	if s == "" {
+		if c.IsSet(flag) {
+			return "", usage("--%s is empty", flag)
+		}
+		return "", nil
+	}
+	if !config.ValidStageName(s) {
+		return "", usage("--%s %q: a stage name is letters, digits, '_', '-' and '.'", flag, s)
+	}
+	return s, nil
+}
+
+// daysRE splits a leading number of days off a duration: "7d", "1d12h".
+var daysRE = regexp.MustCompile(`^([0-9]+)d(.*)$`)
+
+// secondsRE matches plain seconds: "300", "0.5".
+var secondsRE = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?|\.[0-9]+)$`)
+
+// parseAge reads a duration flag: plain seconds ("300"), a Go duration
+// ("90m", "36h", "1h30m"), or days first ("7d", "1d12h"). Negative
+// durations are refused.
+func parseAge(flag, s string) (time.Duration, error) {
+	bad := usage("--%s %q: want seconds or a duration such as 90m, 36h or 7d", flag, s)
+	var days time.Duration
+	rest := s
+	if m := daysRE.FindStringSubmatch(s); m != nil {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || n > 100000 {
+			return 0, bad
+		}
+		days, rest = time.Duration(n)*24*time.Hour, m[2]
+		if rest == "" {
+			return days, nil
+		}
+	}
+	if secondsRE.MatchString(rest) && days == 0 {
+		rest += "s"
+	}
+	d, err := time.ParseDuration(rest)
+	if err != nil || d < 0 || days+d < 0 {
+		return 0, bad
+	}
+	return days + d, nil
+}
+
+// parseIDs reads message ids: positive decimal integers. A flag among them
+// is a flag given after the first id.
+func parseIDs(args []string) ([]int64, error) {
+	ids := make([]int64, 0, len(args))
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			return nil, usage("%q after a message id: flags come first", a)
+		}
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, usage("bad message id %q (want a positive integer)", a)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// notFound turns a missing message into a command-line error (exit 2).
+func notFound(err error) error {
+	if errors.Is(err, queue.ErrNotFound) {
+		return invalid("%v", err)
+	}
+	return err
+}
+
+// fmtAge writes a duration compactly, to the second: 42s, 5m03s, 2h05m,
+// 3d04h. A negative duration is 0s.
+func fmtAge(d time.Duration) string {
+	s := int64(max(d, 0) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+}
+
+// fmtTime writes a time as the other commands do, in local time.
+func fmtTime(t time.Time) string { return t.Local().Format(time.DateTime + " -0700") }
+
+// oneLine collapses blanks and newlines and cuts s to at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// plural returns "1 message" or "N messages".
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.FormatInt(n, 10) + " " + word + "s"
+}

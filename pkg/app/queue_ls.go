@@ -1,0 +1,191 @@
+package app
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// lsPage is how many rows ls reads per query: it pages through the queue
+// in id order, so that its memory does not grow with the queue.
+const lsPage = 1000
+
+// errorWidth is the most runes of an error the ls table shows.
+const errorWidth = 60
+
+func queueLsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ls",
+		Usage:     "list messages in id order",
+		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--older-than DURATION] [--limit N] [--json]",
+		Description: "Lists the messages that match, in id (ingress) order: id, stage, status,\n" +
+			"attempts, age (time since the row last changed), timeout (when a paused\n" +
+			"message is due) and error. With --json, one JSON object per line.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
+			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: pending, running, paused, done or failed"},
+			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
+			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "list at most `N` messages (0: all)"},
+			&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "one JSON object per line"},
+		},
+		Action: queueLs,
+	}
+}
+
+func queueLs(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	p, err := lsParams(c)
+	if err != nil {
+		return err
+	}
+	limit := p.Limit
+	db, _, err := openQueue(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	now, err := db.Now(c.Context)
+	if err != nil {
+		return err
+	}
+
+	out := bufio.NewWriterSize(c.App.Writer, 64<<10)
+	var emit func([]queue.Row) error
+	if c.Bool("json") {
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		emit = func(rows []queue.Row) error {
+			for i := range rows {
+				if err := enc.Encode(&rows[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	} else {
+		var cols *columns
+		emit = func(rows []queue.Row) error {
+			cells := make([][]string, len(rows))
+			for i := range rows {
+				cells[i] = lsCells(&rows[i], now)
+			}
+			if cols == nil {
+				cols = newColumns(out, []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "AGE", "TIMEOUT", "ERROR"}, cells)
+			}
+			for _, r := range cells {
+				cols.row(r)
+			}
+			return nil
+		}
+	}
+	listed := 0
+	for {
+		p.Limit = lsPage
+		if limit > 0 {
+			p.Limit = min(lsPage, limit-listed)
+		}
+		rows, err := db.List(c.Context, p)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 && listed > 0 {
+			break
+		}
+		if err := emit(rows); err != nil {
+			return err
+		}
+		listed += len(rows)
+		if len(rows) < p.Limit || (limit > 0 && listed >= limit) {
+			break
+		}
+		p.AfterID = rows[len(rows)-1].ID
+	}
+	return out.Flush()
+}
+
+// lsParams reads the filters of ls.
+func lsParams(c *cli.Context) (queue.ListParams, error) {
+	var p queue.ListParams
+	var err error
+	if p.Stage, err = parseStageFlag(c, "stage"); err != nil {
+		return p, err
+	}
+	if p.Status, err = parseStatusFlag(c); err != nil {
+		return p, err
+	}
+	if s := c.String("older-than"); s != "" || c.IsSet("older-than") {
+		if p.OlderThan, err = parseAge("older-than", s); err != nil {
+			return p, err
+		}
+	}
+	if p.Limit = c.Int("limit"); p.Limit < 0 {
+		return p, usage("--limit %d: want 0 (all) or more", p.Limit)
+	}
+	return p, nil
+}
+
+// lsCells is one line of the ls table.
+func lsCells(r *queue.Row, now time.Time) []string {
+	timeout := "-"
+	if r.Timeout != nil {
+		if d := r.Timeout.Sub(now); d > 0 {
+			timeout = "in " + fmtAge(d)
+		} else {
+			timeout = "due"
+		}
+	}
+	msg := "-"
+	switch {
+	case r.Error != nil && *r.Error != "":
+		msg = oneLine(*r.Error, errorWidth)
+	case r.DispatchError != nil && *r.DispatchError != "":
+		msg = oneLine(*r.DispatchError, errorWidth)
+	}
+	return []string{strconv.FormatInt(r.ID, 10), r.Stage, string(r.Status), strconv.Itoa(r.Attempts),
+		fmtAge(now.Sub(r.UpdatedAt)), timeout, msg}
+}
+
+// columns writes a table as it goes: left-aligned columns two blanks apart,
+// no trailing blanks, like printTable, but with the widths of the header
+// and the first rows only, so that a long listing streams in constant
+// memory. A later, wider cell pushes the rest of its line right.
+type columns struct {
+	w      io.Writer
+	widths []int
+	buf    []byte
+}
+
+func newColumns(w io.Writer, header []string, first [][]string) *columns {
+	c := &columns{w: w, widths: make([]int, len(header))}
+	for _, r := range append([][]string{header}, first...) {
+		for i, cell := range r {
+			c.widths[i] = max(c.widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	c.row(header)
+	return c
+}
+
+func (c *columns) row(cells []string) {
+	b := c.buf[:0]
+	for i, cell := range cells {
+		b = append(b, cell...)
+		if i < len(cells)-1 {
+			pad := c.widths[i] - utf8.RuneCountInString(cell) + 2
+			b = append(b, strings.Repeat(" ", max(pad, 1))...)
+		}
+	}
+	b = append(b[:len(strings.TrimRight(string(b), " "))], '\n')
+	c.buf = b
+	c.w.Write(b) //nolint:errcheck // the bufio.Writer's Flush reports it
+}

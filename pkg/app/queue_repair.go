@@ -1,0 +1,197 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func queueRetryCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "retry",
+		Usage:     "put failed (or paused, done, orphaned) messages back to pending",
+		ArgsUsage: "ID...",
+		UsageText: "pepsi queue retry [--to-stage NAME] ID...\n" +
+			"pepsi queue retry --status failed|paused|done|running [--stage NAME] [--to-stage NAME]",
+		Description: "Redrives messages: each goes back to pending (at --to-stage, if given)\n" +
+			"with its timeout, attempts and errors cleared, and a running dispatcher is\n" +
+			"woken. By ID, every ID must exist or nothing changes; messages already\n" +
+			"pending are left alone. Running messages are left alone while a\n" +
+			"dispatcher runs (it holds them; exit 1). Prints how many were retried.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "status", Usage: "retry every message with `STATUS`: failed, paused, done or running"},
+			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "with --status: only messages at stage `NAME`"},
+			&cli.StringFlag{Name: "to-stage", Usage: "put the messages back at stage `NAME` instead of their own"},
+		},
+		Action: queueRetry,
+	}
+}
+
+func queueRetry(c *cli.Context) error {
+	ids, err := parseIDs(c.Args().Slice())
+	if err != nil {
+		return err
+	}
+	status, err := parseStatusFlag(c)
+	if err != nil {
+		return err
+	}
+	stage, err := parseStageFlag(c, "stage")
+	if err != nil {
+		return err
+	}
+	to, err := parseStageFlag(c, "to-stage")
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(ids) > 0 && status != "":
+		return usage("give message IDs or --status, not both")
+	case len(ids) == 0 && status == "":
+		return usage("give message IDs, or --status failed to retry every failed message")
+	case len(ids) > 0 && stage != "":
+		return usage("--stage selects messages with --status; with IDs, the IDs do")
+	case status == queue.Pending:
+		return usage("--status pending: pending messages are queued already")
+	}
+	db, cfg, err := openQueue(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := checkToStage(cfg, to); err != nil {
+		return err
+	}
+	p := queue.RedriveParams{IDs: ids, Status: status, Stage: stage, ToStage: to}
+	done := progress(c, &p.Progress)
+	res, err := db.Redrive(c.Context, p)
+	done()
+	if err != nil {
+		return notFound(err)
+	}
+	line := "retried " + plural(res.Changed, "message")
+	if to != "" {
+		line += " to stage " + to
+	}
+	if res.Pending > 0 {
+		line += fmt.Sprintf("; %d already pending", res.Pending)
+	}
+	fmt.Fprintln(c.App.Writer, line)
+	return heldError(res)
+}
+
+// checkToStage requires --to-stage to be configured, when the
+// configuration has stages (as enqueue does for --stage).
+func checkToStage(cfg *config.Config, stage string) error {
+	if stage == "" || len(cfg.Stages) == 0 {
+		return nil
+	}
+	if _, ok := cfg.Stage(stage); !ok {
+		return invalid("--to-stage %q: no [stage-%s] in %s", stage, stage, cfg.Path)
+	}
+	return nil
+}
+
+func queuePurgeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "purge",
+		Usage: "delete done or failed messages",
+		UsageText: "pepsi queue purge --status done|failed [--older-than DURATION] [--stage NAME] [--dry-run]\n" +
+			"pepsi queue purge --status pending|paused|running --force [...]",
+		Description: "Deletes the messages with --status (and --stage, and unchanged for\n" +
+			"--older-than), payload and all, in batches of 10000 rows, each in its own\n" +
+			"transaction; the count goes to standard error as it grows when that is a\n" +
+			"terminal. Pending, paused and running messages are live work: purging\n" +
+			"them needs --force, and running ones are left alone while a dispatcher\n" +
+			"runs (exit 1). Prints how many were deleted.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "status", Usage: "delete messages with `STATUS`: done or failed (pending, paused, running: with --force)"},
+			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
+			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, DisableDefaultText: true, Usage: "count what would be deleted; delete nothing"},
+			&cli.BoolFlag{Name: "force", DisableDefaultText: true, Usage: "allow purging pending, paused or running messages"},
+		},
+		Action: queuePurge,
+	}
+}
+
+func queuePurge(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	status, err := parseStatusFlag(c)
+	if err != nil {
+		return err
+	}
+	if status == "" {
+		return usage("--status is required: done or failed (pending, paused or running with --force)")
+	}
+	if !slices.Contains([]queue.Status{queue.Done, queue.Failed}, status) && !c.Bool("force") {
+		return usage("--status %s: these messages are live work; purging them needs --force", status)
+	}
+	p := queue.PurgeParams{Status: status, DryRun: c.Bool("dry-run")}
+	if p.Stage, err = parseStageFlag(c, "stage"); err != nil {
+		return err
+	}
+	if s := c.String("older-than"); s != "" || c.IsSet("older-than") {
+		if p.OlderThan, err = parseAge("older-than", s); err != nil {
+			return err
+		}
+	}
+	db, _, err := openQueue(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	done := progress(c, &p.Progress)
+	res, err := db.Purge(c.Context, p)
+	done()
+	if err != nil {
+		if res.Changed > 0 {
+			return fmt.Errorf("%v (after deleting %s)", err, plural(res.Changed, "message"))
+		}
+		return err
+	}
+	if p.DryRun {
+		fmt.Fprintf(c.App.Writer, "would purge %s\n", plural(res.Changed, "message"))
+	} else {
+		fmt.Fprintf(c.App.Writer, "purged %s\n", plural(res.Changed, "message"))
+	}
+	return heldError(res)
+}
+
+// heldError reports running messages a repair left alone: the request was
+// not carried out in full (exit 1).
+func heldError(res queue.Repair) error {
+	if res.Held == 0 {
+		return nil
+	}
+	who := "a running dispatcher"
+	if d := res.Dispatcher; d != nil && d.PID != 0 {
+		who = "the running dispatcher (" + d.String() + ")"
+	}
+	return fmt.Errorf("left %s alone: held by %s; stop it first", plural(res.Held, "running message"), who)
+}
+
+// progress shows a repair's running count on standard error when that is a
+// terminal: it sets *fn and returns what to call when the repair is over.
+func progress(c *cli.Context, fn *func(int64)) (done func()) {
+	if !isTerminal(c.App.ErrWriter) {
+		return func() {}
+	}
+	name := c.Command.HelpName
+	shown := false
+	*fn = func(n int64) {
+		shown = true
+		fmt.Fprintf(c.App.ErrWriter, "\r%s: %d messages", name, n)
+	}
+	return func() {
+		if shown {
+			fmt.Fprintln(c.App.ErrWriter)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package app
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func queueShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show messages: state, headers, payload size",
+		ArgsUsage: "ID...",
+		UsageText: "pepsi queue show [--json] ID...\npepsi queue show --payload ID",
+		Description: "Prints each message's queue state, its headers and the size of its\n" +
+			"payload, a blank line between messages; with --json, one JSON object per\n" +
+			"line. With --payload, writes the raw payload of one message to standard\n" +
+			"output and nothing else. Every ID must exist, or nothing is printed.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "payload", Aliases: []string{"p"}, DisableDefaultText: true, Usage: "write the raw payload of one message to standard output"},
+			&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "one JSON object per line"},
+		},
+		Action: queueShow,
+	}
+}
+
+func queueShow(c *cli.Context) error {
+	ids, err := parseIDs(c.Args().Slice())
+	if err != nil {
+		return err
+	}
+	payload := c.Bool("payload")
+	switch {
+	case len(ids) == 0:
+		return usage("no message ID given")
+	case payload && len(ids) > 1:
+		return usage("--payload writes one message: give one ID, not %d", len(ids))
+	case payload && c.Bool("json"):
+		return usage("--payload and --json do not go together")
+	}
+	db, _, err := openQueue(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if payload {
+		p, err := db.Payload(c.Context, ids[0])
+		if err != nil {
+			return notFound(idError(err, ids[0]))
+		}
+		_, err = c.App.Writer.Write(p)
+		return err
+	}
+	msgs := make([]*queue.Message, len(ids))
+	for i, id := range ids {
+		if msgs[i], err = db.Show(c.Context, id); err != nil {
+			return notFound(idError(err, id))
+		}
+	}
+	out := bufio.NewWriter(c.App.Writer)
+	if c.Bool("json") {
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		for _, m := range msgs {
+			if err := enc.Encode(m); err != nil {
+				return err
+			}
+		}
+		return out.Flush()
+	}
+	now, err := db.Now(c.Context)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		if i > 0 {
+			out.WriteByte('\n')
+		}
+		writeMessage(out, m, now)
+	}
+	return out.Flush()
+}
+
+// idError names the id in a missing message's error.
+func idError(err error, id int64) error {
+	if err == queue.ErrNotFound {
+		return &queue.NotFoundError{ID: id}
+	}
+	return err
+}
+
+// writeMessage writes one message as "key  value" lines.
+func writeMessage(out *bufio.Writer, m *queue.Message, now time.Time) {
+	kv := func(k, v string) { fmt.Fprintf(out, "%-15s %s\n", k, v) }
+	opt := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return quoteIfNeeded(*s)
+	}
+	kv("id", strconv.FormatInt(m.ID, 10))
+	kv("stage", m.Stage)
+	kv("status", string(m.Status))
+	kv("attempts", strconv.Itoa(m.Attempts))
+	kv("created", fmtTime(m.CreatedAt)+" ("+fmtAge(now.Sub(m.CreatedAt))+" ago)")
+	kv("updated", fmtTime(m.UpdatedAt)+" ("+fmtAge(now.Sub(m.UpdatedAt))+" ago)")
+	timeout := "-"
+	if m.Timeout != nil {
+		if d := m.Timeout.Sub(now); d > 0 {
+			timeout = fmtTime(*m.Timeout) + " (in " + fmtAge(d) + ")"
+		} else {
+			timeout = fmtTime(*m.Timeout) + " (due)"
+		}
+	}
+	kv("timeout", timeout)
+	kv("error", opt(m.Error))
+	kv("dispatch_error", opt(m.DispatchError))
+	var headers map[string]json.RawMessage
+	if json.Unmarshal(m.Headers, &headers) != nil {
+		kv("headers", string(m.Headers)) // not an object: as stored
+	} else if len(headers) == 0 {
+		kv("headers", "-")
+	}
+	keys := make([]string, 0, len(headers))
+	for k := range headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := string(headers[k])
+		var s string
+		if json.Unmarshal(headers[k], &s) == nil {
+			v = quoteIfNeeded(s)
+		}
+		kv("header "+quoteIfNeeded(k), v)
+	}
+	kv("payload", plural(int64(m.PayloadSize), "byte"))
+}
+
+// quoteIfNeeded quotes s when it would not read as one plain line.
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f || r == '"' }) || strings.TrimSpace(s) != s {
+		return strconv.Quote(s)
+	}
+	return s
+}

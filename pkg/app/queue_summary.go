@@ -1,0 +1,106 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func queueSummaryCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "summary",
+		Usage: "count the messages per stage and status (the default)",
+		Description: "Prints a table of the messages per stage and status, with each stage's\n" +
+			"total and how long its oldest pending message has waited, a line of totals,\n" +
+			"and whether a dispatcher is running.",
+		Action: queueSummary,
+	}
+}
+
+// allStages is the label of the totals line; it cannot be a stage name.
+const allStages = "(all)"
+
+func queueSummary(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	db, _, err := openQueue(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	counts, err := db.Counts(c.Context)
+	if err != nil {
+		return err
+	}
+	now, err := db.Now(c.Context)
+	if err != nil {
+		return err
+	}
+	d, err := db.RunningDispatcher(c.Context)
+	if err != nil {
+		return err
+	}
+
+	header := []string{"STAGE"}
+	for _, st := range queue.Statuses {
+		header = append(header, string(st))
+	}
+	header = append(header, "total", "OLDEST_PENDING")
+
+	type line struct {
+		n       map[queue.Status]int64
+		total   int64
+		pending *queue.Count
+	}
+	var order []string
+	lines := map[string]*line{}
+	all := &line{n: map[queue.Status]int64{}}
+	for i := range counts {
+		cnt := &counts[i]
+		l := lines[cnt.Stage]
+		if l == nil {
+			l = &line{n: map[queue.Status]int64{}}
+			lines[cnt.Stage] = l
+			order = append(order, cnt.Stage) // Counts is ordered by stage
+		}
+		l.n[cnt.Status] += cnt.N
+		l.total += cnt.N
+		all.n[cnt.Status] += cnt.N
+		all.total += cnt.N
+		if cnt.Status == queue.Pending {
+			l.pending = cnt
+			if all.pending == nil || cnt.Oldest.Before(all.pending.Oldest) {
+				all.pending = cnt
+			}
+		}
+	}
+	row := func(name string, l *line) []string {
+		r := []string{name}
+		for _, st := range queue.Statuses {
+			r = append(r, strconv.FormatInt(l.n[st], 10))
+		}
+		age := "-"
+		if l.pending != nil {
+			age = fmtAge(now.Sub(l.pending.Oldest))
+		}
+		return append(r, strconv.FormatInt(l.total, 10), age)
+	}
+	rows := make([][]string, 0, len(order)+1)
+	for _, s := range order {
+		rows = append(rows, row(s, lines[s]))
+	}
+	rows = append(rows, row(allStages, all))
+	if err := printTable(c.App.Writer, header, rows); err != nil {
+		return err
+	}
+	if d == nil {
+		_, err = fmt.Fprintln(c.App.Writer, "dispatcher: not running")
+	} else {
+		_, err = fmt.Fprintf(c.App.Writer, "dispatcher: running (%s)\n", d)
+	}
+	return err
+}

@@ -1,0 +1,283 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+func statsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stats",
+		Usage:     "print stage and dispatcher statistics",
+		UsageText: "pepsi stats [--format table|json|prometheus] [--output FILE]",
+		Description: "Prints the statistics the dispatcher keeps (pepsi.stage_stats and\n" +
+			"pepsi.dispatch_stats) as tables, as one JSON object, or in the Prometheus\n" +
+			"text exposition format with the queue's depth added, for the node_exporter\n" +
+			"textfile collector. With --output, the file is replaced atomically.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "`FORMAT`: table, json or prometheus"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, TakesFile: true, Usage: "write to `FILE` (a temporary file renamed over it) instead of standard output"},
+		},
+		Action: stats,
+	}
+}
+
+// statsFormats maps --format to its writer.
+var statsFormats = map[string]func(io.Writer, *statsSnapshot) error{
+	"table":      writeStatsTable,
+	"json":       writeStatsJSON,
+	"prometheus": writePrometheus,
+}
+
+// statsSnapshot is everything pepsi stats reports, read at one time.
+type statsSnapshot struct {
+	Time       time.Time           `json:"time"`
+	Dispatcher *queue.Dispatcher   `json:"-"`
+	Stages     []queue.StageStats  `json:"stages"`
+	Dispatch   queue.DispatchStats `json:"dispatch"`
+	Queue      []queueCount        `json:"queue"`
+	// Configured are the stages of the configuration, so that the
+	// Prometheus series of an idle stage exist (as zeros) before it ran.
+	Configured []string `json:"-"`
+}
+
+// queueCount is one stage × status count of the queue.
+type queueCount struct {
+	Stage    string       `json:"stage"`
+	Status   queue.Status `json:"status"`
+	Messages int64        `json:"messages"`
+	// OldestAge is how long the oldest of them has been unchanged, in seconds.
+	OldestAge float64 `json:"oldest_age_seconds"`
+}
+
+func stats(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	format := c.String("format")
+	write, ok := statsFormats[format]
+	if !ok {
+		return usage("--format %q: want table, json or prometheus", format)
+	}
+	output := c.String("output")
+	if output == "" && c.IsSet("output") {
+		return usage("--output is empty")
+	}
+	db, cfg, err := openQueue(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	snap := &statsSnapshot{Configured: cfg.StageNames()}
+	if snap.Stages, snap.Dispatch, err = db.ReadStats(c.Context); err != nil {
+		return err
+	}
+	counts, err := db.Counts(c.Context)
+	if err != nil {
+		return err
+	}
+	if snap.Time, err = db.Now(c.Context); err != nil {
+		return err
+	}
+	if snap.Dispatcher, err = db.RunningDispatcher(c.Context); err != nil {
+		return err
+	}
+	snap.Queue = make([]queueCount, len(counts))
+	for i, q := range counts {
+		snap.Queue[i] = queueCount{Stage: q.Stage, Status: q.Status, Messages: q.N, OldestAge: max(snap.Time.Sub(q.Oldest), 0).Seconds()}
+	}
+	if output == "" {
+		return write(c.App.Writer, snap)
+	}
+	var buf bytes.Buffer
+	if err := write(&buf, snap); err != nil {
+		return err
+	}
+	return writeFileAtomic(output, buf.Bytes())
+}
+
+// writeFileAtomic replaces path with data: it writes a temporary file in
+// the same directory (a dot file that does not end in .prom, which the
+// textfile collector ignores), syncs it, makes it world-readable and
+// renames it over path, so that a reader sees the old file or the new one,
+// never half of one.
+func writeFileAtomic(path string, data []byte) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("--output %s: %w", path, unwrapPath(err))
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("--output %s: %w", path, unwrapPath(err))
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("--output %s: %w", path, unwrapPath(err))
+	}
+	return nil
+}
+
+// unwrapPath drops the temporary file's name from an *os.PathError or
+// *os.LinkError: the message names the output file instead.
+func unwrapPath(err error) error {
+	switch e := err.(type) {
+	case *os.PathError:
+		return e.Err
+	case *os.LinkError:
+		return e.Err
+	}
+	return err
+}
+
+// statsField is one counter column of a statistics table.
+type statsField struct {
+	Name  string // the column, as its JSON name
+	Index int    // the struct field
+	Float bool
+}
+
+// counterFields lists the counters of a stats struct (StageStats or
+// DispatchStats) by their JSON names, in column order: every int64 and
+// float64 field. Reading them from the struct, not from a list here, keeps
+// every output in step with the tables when a counter is added.
+func counterFields(t reflect.Type) []statsField {
+	var out []statsField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Int64:
+			out = append(out, statsField{name, i, false})
+		case reflect.Float64:
+			out = append(out, statsField{name, i, true})
+		}
+	}
+	return out
+}
+
+var (
+	stageFields    = counterFields(reflect.TypeFor[queue.StageStats]())
+	dispatchFields = counterFields(reflect.TypeFor[queue.DispatchStats]())
+)
+
+// value returns field f of the struct v points to.
+func (f statsField) value(v any) float64 {
+	x := reflect.ValueOf(v).Elem().Field(f.Index)
+	if f.Float {
+		return x.Float()
+	}
+	return float64(x.Int())
+}
+
+// text formats field f of the struct v points to.
+func (f statsField) text(v any) string {
+	x := reflect.ValueOf(v).Elem().Field(f.Index)
+	if f.Float {
+		return strconv.FormatFloat(x.Float(), 'f', 3, 64)
+	}
+	return strconv.FormatInt(x.Int(), 10)
+}
+
+// writeStatsTable prints the stage table, a blank line, and the
+// dispatcher's counters as NAME VALUE lines.
+func writeStatsTable(w io.Writer, s *statsSnapshot) error {
+	header := []string{"STAGE"}
+	for _, f := range stageFields {
+		header = append(header, f.Name)
+	}
+	header = append(header, "updated_at")
+	rows := make([][]string, len(s.Stages))
+	for i := range s.Stages {
+		st := &s.Stages[i]
+		r := []string{st.Stage}
+		for _, f := range stageFields {
+			r = append(r, f.text(st))
+		}
+		rows[i] = append(r, fmtTime(st.UpdatedAt))
+	}
+	if err := printTable(w, header, rows); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	rows = rows[:0]
+	for _, f := range dispatchFields {
+		rows = append(rows, []string{f.Name, f.text(&s.Dispatch)})
+	}
+	rows = append(rows, []string{"updated_at", fmtTime(s.Dispatch.UpdatedAt)})
+	return printTable(w, []string{"DISPATCH", "VALUE"}, rows)
+}
+
+// writeStatsJSON prints the snapshot as one JSON object on one line.
+func writeStatsJSON(w io.Writer, s *statsSnapshot) error {
+	type dispatcher struct {
+		Running bool   `json:"running"`
+		PID     int32  `json:"server_pid,omitempty"`
+		Name    string `json:"application_name,omitempty"`
+	}
+	out := struct {
+		*statsSnapshot
+		Dispatcher dispatcher `json:"dispatcher"`
+	}{statsSnapshot: s}
+	if d := s.Dispatcher; d != nil {
+		out.Dispatcher = dispatcher{true, d.PID, d.Name}
+	}
+	if out.Stages == nil {
+		out.Stages = []queue.StageStats{}
+	}
+	if out.Queue == nil {
+		out.Queue = []queueCount{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
+}
+
+// stageNames is every stage the snapshot knows of, sorted: configured,
+// with statistics, or with messages.
+func (s *statsSnapshot) stageNames() []string {
+	names := slices.Clone(s.Configured)
+	for _, st := range s.Stages {
+		names = append(names, st.Stage)
+	}
+	for _, q := range s.Queue {
+		names = append(names, q.Stage)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
