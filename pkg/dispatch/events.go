@@ -45,7 +45,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		w.answered++
 		d.tally.answered(stage, st.Code == 0, now.Sub(w.headAt), st.Fused)
 		if st.Code == 0 {
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Answered})
+			d.settles = append(d.settles, answered(id, stage, st))
 		} else {
 			reason := fmt.Sprintf("stage %s answered %d", stage, st.Code)
 			if st.Text != "" {
@@ -64,6 +64,20 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 // paused for a retry while the stage's RETRIES allow.
 func (d *Dispatcher) fail(p *pool, id int64, reason string) {
 	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Fail, Reason: reason, Retry: p.retry})
+}
+
+// answered is the verdict for a 0 answer: the transition it carries, if any.
+func answered(id int64, stage string, st *protocol.Status) queue.Settle {
+	v := queue.Settle{ID: id, Stage: stage, Verdict: queue.Answered}
+	switch st.Move {
+	case protocol.Advance:
+		v.Verdict, v.Next = queue.Next, st.Next
+	case protocol.Finish:
+		v.Verdict = queue.Finish
+	case protocol.Pause:
+		v.Verdict, v.Delay = queue.PauseFor, time.Duration(st.Delay*float64(time.Second))
+	}
+	return v
 }
 
 // protocolError fails the worker's head message with reason, puts the rest

@@ -41,6 +41,8 @@ func (t *tally) settled(s *queue.Settled) {
 		g.Failed++
 	case s.Set == queue.Paused:
 		g.Paused++
+	case s.Set == queue.Done:
+		g.Done++
 	case s.Status == queue.Done:
 		g.Done++
 	case s.Status == queue.Failed:

@@ -1,7 +1,11 @@
 // Package protocol holds the worker protocol's wire format: the status line
 // a stage program writes for each message id it was given.
 //
-//	CODE [STAGE=SECONDS ...] [# free text]
+//	CODE [STAGE=SECONDS ...] [next:STAGE | done | pause:SECONDS] [# free text]
+//
+// The transition token is optional: a stage either moves the message itself
+// in its own transaction and answers 0, or answers 0 with the transition and
+// leaves it to the dispatcher to apply, batched with others.
 package protocol
 
 import (
@@ -23,10 +27,24 @@ type Fused struct {
 	Seconds float64
 }
 
+// Move is a transition a status line asks the dispatcher to apply.
+type Move uint8
+
+// The transitions a status line may carry.
+const (
+	Stay    Move = iota // none: the stage moved the message itself (or failed)
+	Advance             // next:STAGE: on to another stage
+	Finish              // done: the message is done
+	Pause               // pause:SECONDS: retry the stage after a delay
+)
+
 // Status is one parsed status line.
 type Status struct {
 	Code  int     // 0 is success
 	Fused []Fused // stages fused into this pass
+	Move  Move    // a transition for the dispatcher to apply
+	Next  string  // the stage to advance to (Move == Advance)
+	Delay float64 // seconds to pause for (Move == Pause)
 	Text  string  // free text after '#', valid UTF-8
 }
 
@@ -40,6 +58,9 @@ type tokenKind struct {
 
 var tokenKinds = []tokenKind{
 	{"STAGE=SECONDS", isFused, applyFused},
+	{"next:STAGE", prefixed("next:"), applyNext},
+	{"done", literal("done"), applyDone},
+	{"pause:SECONDS", prefixed("pause:"), applyPause},
 }
 
 // Parse parses one status line (without its newline). The error says what
@@ -123,6 +144,49 @@ func isFused(tok []byte) bool {
 
 var errSeconds = errors.New("bad seconds")
 
+func prefixed(p string) func([]byte) bool {
+	return func(tok []byte) bool { return bytes.HasPrefix(tok, []byte(p)) }
+}
+
+func literal(w string) func([]byte) bool {
+	return func(tok []byte) bool { return string(tok) == w }
+}
+
+// setMove records a transition; a line carries at most one.
+func setMove(st *Status, m Move, tok []byte) error {
+	if st.Move != Stay {
+		return fmt.Errorf("second transition %s", Quote(tok))
+	}
+	st.Move = m
+	return nil
+}
+
+func applyNext(st *Status, tok []byte) error {
+	stage := tok[len("next:"):]
+	if !ValidStage(stage) {
+		return fmt.Errorf("bad stage name in %s", Quote(tok))
+	}
+	st.Next = string(stage)
+	return setMove(st, Advance, tok)
+}
+
+func applyDone(st *Status, tok []byte) error { return setMove(st, Finish, tok) }
+
+func applyPause(st *Status, tok []byte) error {
+	secs, ok := parseSeconds(tok[len("pause:"):])
+	if !ok {
+		return fmt.Errorf("%w in %s", errSeconds, Quote(tok))
+	}
+	st.Delay = secs
+	return setMove(st, Pause, tok)
+}
+
+// parseSeconds parses a non-negative, finite number of seconds.
+func parseSeconds(b []byte) (float64, bool) {
+	secs, err := strconv.ParseFloat(string(b), 64)
+	return secs, err == nil && secs >= 0 && secs <= 1e9
+}
+
 func applyFused(st *Status, tok []byte) error {
 	i := bytes.IndexByte(tok, '=')
 	secs, err := strconv.ParseFloat(string(tok[i+1:]), 64)
@@ -179,6 +243,16 @@ func Append(dst []byte, st Status) []byte {
 		dst = append(dst, f.Stage...)
 		dst = append(dst, '=')
 		dst = strconv.AppendFloat(dst, f.Seconds, 'f', -1, 64)
+	}
+	switch st.Move {
+	case Advance:
+		dst = append(dst, " next:"...)
+		dst = append(dst, st.Next...)
+	case Finish:
+		dst = append(dst, " done"...)
+	case Pause:
+		dst = append(dst, " pause:"...)
+		dst = strconv.AppendFloat(dst, st.Delay, 'f', -1, 64)
 	}
 	if st.Text != "" {
 		dst = append(dst, " # "...)

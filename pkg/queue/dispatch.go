@@ -82,6 +82,12 @@ const (
 	Fail Verdict = "fail"
 	// Requeue means the message never ran (or the dispatcher is stopping).
 	Requeue Verdict = "requeue"
+	// Next means the worker answered 0 asking for the message to advance to Settle.Next.
+	Next Verdict = "next"
+	// Finish means the worker answered 0 asking for the message to be done.
+	Finish Verdict = "done"
+	// PauseFor means the worker answered 0 asking for a retry after Settle.Delay.
+	PauseFor Verdict = "pause"
 )
 
 // NotMoved is the dispatch_error of a message whose stage answered 0
@@ -94,7 +100,9 @@ type Settle struct {
 	Stage   string
 	Verdict Verdict
 	Reason  string
-	Retry   RetryPolicy // for Fail: pause instead while attempts are left
+	Retry   RetryPolicy   // for Fail: pause instead while attempts are left
+	Next    string        // for Next: the stage to advance to
+	Delay   time.Duration // for PauseFor: how long to pause
 }
 
 // RetryPolicy says how often and how late a failed pass is retried.
@@ -104,32 +112,35 @@ type RetryPolicy struct {
 	Max     time.Duration // the longest delay
 }
 
-// Settled is what Settle found and did for one message: its row before
-// (Status, Stage) and the status it set, or "" when it left the row alone;
-// Timeout is when a row it or the stage paused falls due.
+// Settled is what Settle found and did for one message: the status it had,
+// the stage it is at now, and the status Settle set, or "" when it left the
+// row alone; Timeout is when a row it or the stage paused falls due.
 type Settled struct {
 	ID      int64
 	Status  Status
-	Stage   string
+	Stage   string    // the stage it is at after Settle
 	Handed  string    // the stage it was handed at
 	Set     Status    // what Settle set, "" when it left the row alone
 	Timeout time.Time // when a paused row falls due
 }
 
 // settleSQL applies verdicts in one statement. Only rows still running are
-// touched: a row running at another stage than it was handed at advanced
+// touched. A row running at another stage than it was handed at advanced
 // and goes back to pending whatever the verdict (its attempts start again
-// at 0); a row running at the same stage fails (with the reason, or
-// NotMoved for a 0 answer) unless the verdict is requeue (it never ran: the
-// claim's attempt is taken back) or a failure with retries left (paused for
-// delay × 2^(attempts-1), at most maxdelay). Rows the stage finished, paused
-// or failed are left alone. cur locks the rows first, so that what it
-// reports is their latest committed state even when a stage's commit lands
-// while this runs.
+// at 0). A row running at the same stage:
+//   - ok: the stage answered 0 without moving it: failed, NotMoved;
+//   - next, done, pause: the transition the stage answered is applied;
+//   - requeue: it never ran: pending, the claim's attempt taken back;
+//   - fail: failed with the reason, or paused for delay × 2^(attempts-1)
+//     (at most maxdelay) while retries are left.
+//
+// Rows the stage finished, paused or failed are left alone. cur locks the
+// rows first, so that what it reports is their latest committed state even
+// when a stage's commit lands while this runs.
 const settleSQL = `
 WITH v AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[])
-        AS v(id, stage, verdict, reason, retries, delay, maxdelay)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[])
+        AS v(id, stage, verdict, reason, retries, delay, maxdelay, target)
 ), cur AS (
     SELECT s.id, s.status, s.stage, s.timeout
       FROM pepsi.state s JOIN v ON v.id = s.id
@@ -142,24 +153,27 @@ WITH v AS (
      WHERE cur.status = 'running'
 ), upd AS (
     UPDATE pepsi.state s
-       SET status = CASE WHEN x.advanced OR x.verdict = 'requeue' THEN 'pending'
-                         WHEN x.retry THEN 'paused'
+       SET status = CASE WHEN x.advanced OR x.verdict IN ('requeue', 'next') THEN 'pending'
+                         WHEN x.verdict = 'done' THEN 'done'
+                         WHEN x.verdict = 'pause' OR x.retry THEN 'paused'
                          ELSE 'failed' END,
-           timeout = CASE WHEN NOT x.advanced AND x.retry
-                          THEN now() + make_interval(secs => least(x.delay * 2 ^ greatest(x.attempts - 1, 0), x.maxdelay))
+           stage = CASE WHEN NOT x.advanced AND x.verdict = 'next' THEN x.target ELSE s.stage END,
+           timeout = CASE WHEN x.advanced THEN s.timeout
+                          WHEN x.verdict = 'pause' THEN now() + make_interval(secs => x.delay)
+                          WHEN x.retry THEN now() + make_interval(secs => least(x.delay * 2 ^ greatest(x.attempts - 1, 0), x.maxdelay))
                           ELSE s.timeout END,
-           attempts = CASE WHEN x.advanced THEN 0
+           attempts = CASE WHEN x.advanced OR x.verdict = 'next' THEN 0
                            WHEN x.verdict = 'requeue' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
-           dispatch_error = CASE WHEN x.advanced OR x.verdict = 'requeue' THEN s.dispatch_error
+           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('requeue', 'next', 'done', 'pause') THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + NotMoved + `'
                                  ELSE x.reason END,
            updated_at = now()
       FROM x
      WHERE s.id = x.id AND s.status = 'running'
-    RETURNING s.id, s.status, s.timeout
+    RETURNING s.id, s.status, s.stage, s.timeout
 )
-SELECT cur.id, cur.status, cur.stage, v.stage, coalesce(upd.status, ''), coalesce(upd.timeout, cur.timeout)
+SELECT cur.id, cur.status, coalesce(upd.stage, cur.stage), v.stage, coalesce(upd.status, ''), coalesce(upd.timeout, cur.timeout)
   FROM cur JOIN v ON v.id = cur.id LEFT JOIN upd ON upd.id = cur.id`
 
 // Settle applies verdicts in one statement and appends what it found to dst.
@@ -169,15 +183,21 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 	}
 	n := len(vs)
 	ids, stages, verdicts, reasons := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
-	retries, delays, maxes := make([]int32, n), make([]float64, n), make([]float64, n)
+	retries, delays, maxes, targets := make([]int32, n), make([]float64, n), make([]float64, n), make([]string, n)
 	for i, v := range vs {
 		ids[i], stages[i], verdicts[i], reasons[i] = v.ID, v.Stage, string(v.Verdict), v.Reason
 		retries[i], delays[i], maxes[i] = int32(v.Retry.Retries), v.Retry.Delay.Seconds(), v.Retry.Max.Seconds()
+		switch v.Verdict {
+		case Next:
+			targets[i] = v.Next
+		case PauseFor:
+			delays[i] = v.Delay.Seconds()
+		}
 	}
 	start := len(dst)
 	err := retry(ctx, func() error {
 		dst = dst[:start]
-		rows, err := db.Pool.Query(ctx, settleSQL, ids, stages, verdicts, reasons, retries, delays, maxes)
+		rows, err := db.Pool.Query(ctx, settleSQL, ids, stages, verdicts, reasons, retries, delays, maxes, targets)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,9 @@
 // (finish, then exit before answering), advcrash:NEXT, hang, garbage, long
 // (a 70 KiB line), extra (finish and answer twice), slow:DURATION (then
 // finish), fused:STAGE (finish and report STAGE=0.25), closeout (close
-// stdout and keep running).
+// stdout and keep running), tnext:STAGE, tdone and tpause:SECONDS (answer
+// the transition on the status line instead of making it; tpause only on
+// the first attempt, then tdone).
 //
 // Every committed pass is recorded in test_passes; every start in test_workers.
 package main
@@ -124,6 +126,15 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 		return "0\n", finish()
 	case "fused":
 		return "0 " + arg + "=0.25\n", finish()
+	case "tnext":
+		return "0 next:" + arg + "\n", nil
+	case "tdone":
+		return "0 done\n", nil
+	case "tpause":
+		if attempts <= 1 {
+			return "0 pause:" + arg + "\n", nil
+		}
+		return "0 done\n", nil
 	case "closeout":
 		os.Stdout.Close()
 		select {}
