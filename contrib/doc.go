@@ -1,0 +1,15 @@
+// Package contrib holds example pepsi stage programs, one per language,
+// that all do the same thing so they can be compared line by line:
+//
+//	go/stage       Go, on pkg/worker: one function and worker.Main
+//	shell/stage.sh POSIX sh and psql, calling the SQL API
+//	python/stage.py Python 3 and psycopg2 (Debian: python3-psycopg2)
+//
+// and the demo pipeline that `make demo` runs (demo/). The tests in this
+// directory run each example under a real dispatcher.
+//
+// Each example adds the header STAGE = LANGUAGE to the message it is
+// given, fails an empty payload ("empty payload"), pauses the payload
+// "retry" for a second on its first attempt at a stage, and otherwise
+// advances the message to the stage named by --next, or finishes it.
+package contrib

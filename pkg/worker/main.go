@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+)
+
+// Main runs fn as a stage program and exits; see the package documentation
+// for what it does and its exit status. It parses the command line with
+// the flag package's CommandLine, adding -c FILE if the program has not
+// defined it: a stage can define flags of its own before calling Main, and
+// give them in PROGRAM (PROGRAM = /usr/lib/pepsi/parse --strict). Arguments
+// other than flags are a usage error.
+func Main(fn Func) { os.Exit(run(fn)) }
+
+func run(fn Func) int {
+	name := filepath.Base(os.Args[0])
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		// The dispatcher stamps each line it relays; no time of our own.
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	cflag := flag.CommandLine.Lookup("c")
+	if cflag == nil {
+		flag.String("c", "", "read the pepsi configuration from `FILE` (default $PEPSI_CONFIG, else "+config.DefaultPath+")")
+		cflag = flag.CommandLine.Lookup("c")
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "%s: unexpected argument %q\n", name, flag.Arg(0))
+		flag.Usage()
+		return 2
+	}
+	cfg, err := config.Resolve(cflag.Value.String(), nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	app := "pepsi-worker " + name
+	if s := os.Getenv("PEPSI_STAGE"); s != "" {
+		app = "pepsi-worker " + s
+	}
+	err = Run(ctx, fn, Options{DSN: cfg.DSN, AppName: app, In: os.Stdin, Out: os.Stdout, Log: log})
+	if err == nil || errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	return 1
+}

@@ -1,0 +1,436 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/worker"
+)
+
+// fixture is a migrated database with messages made running by hand, as
+// a claim by the dispatcher would.
+type fixture struct {
+	t    *testing.T
+	db   *queue.DB
+	dsn  string
+	logs *bytes.Buffer
+}
+
+func newFixture(t *testing.T) *fixture {
+	db, dsn := pgtest.New(t)
+	if _, err := db.Pool.Exec(context.Background(), "CREATE TABLE side (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, db: db, dsn: dsn, logs: &bytes.Buffer{}}
+}
+
+// running enqueues one message per payload at stage "a" and claims them.
+func (f *fixture) running(payloads ...string) []int64 {
+	f.t.Helper()
+	ctx := context.Background()
+	ids := make([]int64, len(payloads))
+	for i, p := range payloads {
+		id, err := queue.Enqueue(ctx, f.db.Pool, "a", []byte(p), map[string]string{"k": "v"})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	if _, err := f.db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'running', attempts = attempts + 1 WHERE id = ANY($1)", ids); err != nil {
+		f.t.Fatal(err)
+	}
+	return ids
+}
+
+func (f *fixture) opts(in io.Reader, out io.Writer) worker.Options {
+	return worker.Options{DSN: f.dsn, In: in, Out: out, Log: slog.New(slog.NewTextHandler(f.logs, nil))}
+}
+
+func (f *fixture) row(id int64) (status, stage, errText string, timeout *time.Time) {
+	f.t.Helper()
+	err := f.db.Pool.QueryRow(context.Background(),
+		"SELECT status, stage, coalesce(error, ''), timeout FROM pepsi.state WHERE id = $1", id).Scan(&status, &stage, &errText, &timeout)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return
+}
+
+func (f *fixture) sideEffects(id int64) int64 {
+	f.t.Helper()
+	var n int64
+	if err := f.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM side WHERE id = $1", id).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// byPayload is a stage whose payload says what to do; it always records a
+// side effect first, to show whether its transaction committed.
+func byPayload(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	if _, err := m.Tx.Exec(ctx, "INSERT INTO side VALUES ($1)", m.ID); err != nil {
+		return worker.Outcome{}, err
+	}
+	switch p := string(m.Payload); p {
+	case "advance":
+		return worker.Advance("b"), nil
+	case "finish":
+		return worker.Finish(), nil
+	case "pause":
+		return worker.Pause(90 * time.Second), nil
+	case "fail":
+		return worker.Fail("no good"), nil
+	case "error":
+		return worker.Outcome{}, errors.New("broken\nin two lines")
+	case "zero":
+		return worker.Outcome{}, nil
+	case "same":
+		return worker.Advance(m.Stage), nil
+	case "badstage":
+		return worker.Advance("no spaces"), nil
+	case "panic":
+		panic("oops")
+	case "fused":
+		m.Fused("x", 250*time.Millisecond)
+		m.Fused("y", 0)
+		return worker.Finish(), nil
+	case "badfused":
+		m.Fused("x y", time.Second)
+		return worker.Finish(), nil
+	case "headers":
+		if m.Header("k") != "v" || m.Header("missing") != "" || m.Stage != "a" || m.Attempts != 1 || m.CreatedAt.IsZero() {
+			return worker.Outcome{}, errors.New("bad message fields")
+		}
+		return worker.Finish(), nil
+	}
+	return worker.Outcome{}, errors.New("unknown payload")
+}
+
+// TestRunOutcomes feeds every kind of message through Run and checks each
+// answer and row.
+func TestRunOutcomes(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("advance", "finish", "pause", "fail", "error", "zero", "same", "badstage", "panic", "fused", "badfused", "headers")
+	var in strings.Builder
+	for _, id := range ids {
+		in.WriteString(itoa(id) + "\n")
+	}
+	in.WriteString(itoa(ids[1]) + "\n") // no longer running: finished
+	in.WriteString("999999\n")          // no such message
+	in.WriteString("12x\n")             // not an id
+	var out bytes.Buffer
+	if err := worker.Run(context.Background(), byPayload, f.opts(strings.NewReader(in.String()), &out)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"0",
+		"0",
+		"0",
+		"0",
+		"1 # broken in two lines",
+		"1 # the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)",
+		"1 # cannot advance to a: the message is already there (to run it again, pause it)",
+		`1 # cannot advance to "no spaces": not a stage name`,
+		"1 # panic: oops",
+		"0 x=0.25 y=0",
+		`1 # fused stage "x y" is not a stage name`,
+		"0",
+		"1 # message " + itoa(ids[1]) + " is not running (it is done at stage a)",
+		"1 # message 999999 does not exist",
+		`1 # bad message id "12x"`,
+	}
+	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("status lines:\n%s\nwant:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	type rowWant struct{ status, stage, err string }
+	wantRows := []rowWant{
+		{"running", "b", ""}, {"done", "a", ""}, {"paused", "a", ""}, {"failed", "a", "no good"},
+		{"running", "a", ""}, {"running", "a", ""}, {"running", "a", ""}, {"running", "a", ""}, {"running", "a", ""},
+		{"done", "a", ""}, {"running", "a", ""}, {"done", "a", ""},
+	}
+	for i, id := range ids {
+		status, stage, errText, timeout := f.row(id)
+		if w := wantRows[i]; status != w.status || stage != w.stage || errText != w.err {
+			t.Errorf("message %d (%s): %s at %s error %q, want %+v", id, []string{"advance", "finish", "pause", "fail", "error", "zero", "same", "badstage", "panic", "fused", "badfused", "headers"}[i], status, stage, errText, w)
+		}
+		// A failed pass is rolled back whole, its side effect too.
+		wantSide := int64(0)
+		if w := wantRows[i]; w.status != "running" || w.stage != "a" {
+			wantSide = 1
+		}
+		if n := f.sideEffects(id); n != wantSide {
+			t.Errorf("message %d: %d side effects, want %d", id, n, wantSide)
+		}
+		if status == "paused" && (timeout == nil || time.Until(*timeout) < 60*time.Second) {
+			t.Errorf("message %d paused until %v, want about 90 s from now", id, timeout)
+		}
+	}
+	if !strings.Contains(f.logs.String(), "stage function panicked") {
+		t.Errorf("panic not logged:\n%s", f.logs)
+	}
+}
+
+func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// countingWriter counts Write calls.
+type countingWriter struct {
+	mu     sync.Mutex
+	writes int
+	buf    bytes.Buffer
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	return w.buf.Write(p)
+}
+
+// TestRunPipelined checks that ids that arrive together are answered in
+// one write, and that an id that arrives alone is answered (flushed)
+// before the next one is read.
+func TestRunPipelined(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("finish", "finish", "finish", "finish", "finish")
+
+	out := &countingWriter{}
+	in := strings.NewReader(itoa(ids[0]) + "\n" + itoa(ids[1]) + "\n" + itoa(ids[2]) + "\n")
+	if err := worker.Run(context.Background(), byPayload, f.opts(in, out)); err != nil {
+		t.Fatal(err)
+	}
+	if out.buf.String() != "0\n0\n0\n" || out.writes != 1 {
+		t.Errorf("3 pipelined ids: %q in %d writes, want 3 answers in 1 write", out.buf.String(), out.writes)
+	}
+
+	// One id at a time over a pipe: each answer must come out before the
+	// next id is sent, or this deadlocks (and times out).
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(context.Background(), byPayload, f.opts(inR, outW)) }()
+	answers := make(chan string, 2)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, err := outR.Read(buf)
+			if err != nil {
+				return
+			}
+			answers <- string(buf[:n])
+		}
+	}()
+	for _, id := range ids[3:] {
+		if _, err := inW.Write([]byte(itoa(id) + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-answers:
+			if a != "0\n" {
+				t.Errorf("answer %q", a)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no answer to a lone id: not flushed")
+		}
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return at EOF")
+	}
+}
+
+// TestRunCancel stops Run while the stage function is busy: it returns at
+// once, the message is rolled back and not answered.
+func TestRunCancel(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("block")
+	started := make(chan struct{})
+	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+		if _, err := m.Tx.Exec(ctx, "INSERT INTO side VALUES ($1)", m.ID); err != nil {
+			return worker.Outcome{}, err
+		}
+		close(started)
+		_, err := m.Tx.Exec(ctx, "SELECT pg_sleep(60)")
+		return worker.Finish(), err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(ctx, fn, f.opts(inR, &out)) }()
+	if _, err := inW.Write([]byte(itoa(ids[0]) + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("stage function not called")
+	}
+	begun := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if d := time.Since(begun); d > 10*time.Second {
+		t.Errorf("Run took %v to stop", d)
+	}
+	if out.Len() != 0 {
+		t.Errorf("answered %q after cancel", out.String())
+	}
+	f.waitNoBackend(t)
+	if status, _, _, _ := f.row(ids[0]); status != "running" || f.sideEffects(ids[0]) != 0 {
+		t.Errorf("after cancel: status %s, %d side effects; want running and rolled back", status, f.sideEffects(ids[0]))
+	}
+
+	// Cancelled while waiting for an id: returns too.
+	ctx, cancel = context.WithCancel(context.Background())
+	inR2, inW2 := io.Pipe()
+	defer inW2.Close()
+	go func() { done <- worker.Run(ctx, fn, f.opts(inR2, &out)) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("idle Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("idle Run did not return after cancel")
+	}
+}
+
+// waitNoBackend waits until no session other than the pool's runs pg_sleep.
+func (f *fixture) waitNoBackend(t *testing.T) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		_ = f.db.Pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()").Scan(&n)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled transaction is still running on the server")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRunTransient re-runs a pass that hit a serialization failure.
+func TestRunTransient(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("x", "y")
+	calls := map[int64]int{}
+	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+		calls[m.ID]++
+		if _, err := m.Tx.Exec(ctx, "INSERT INTO side VALUES ($1)", m.ID); err != nil {
+			return worker.Outcome{}, err
+		}
+		if m.ID == ids[0] && calls[m.ID] == 1 || m.ID == ids[1] {
+			return worker.Outcome{}, &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access"}
+		}
+		return worker.Finish(), nil
+	}
+	var out bytes.Buffer
+	in := strings.NewReader(itoa(ids[0]) + "\n" + itoa(ids[1]) + "\n")
+	if err := worker.Run(context.Background(), fn, f.opts(in, &out)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "0\n1 # ERROR: could not serialize access (SQLSTATE 40001)\n"; out.String() != want {
+		t.Errorf("answers %q, want %q", out.String(), want)
+	}
+	if calls[ids[0]] != 2 || calls[ids[1]] != 3 {
+		t.Errorf("calls %v: want 2 for the first, 3 (all passes) for the second", calls)
+	}
+	if f.sideEffects(ids[0]) != 1 || f.sideEffects(ids[1]) != 0 {
+		t.Errorf("side effects %d %d, want 1 0", f.sideEffects(ids[0]), f.sideEffects(ids[1]))
+	}
+}
+
+// TestRunConnectionLost answers the message in hand and returns an error
+// when the server ends the worker's session.
+func TestRunConnectionLost(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("a", "b")
+	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+		if _, err := f.db.Pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lost-test'"); err != nil {
+			return worker.Outcome{}, err
+		}
+		_, err := m.Tx.Exec(ctx, "SELECT 1")
+		return worker.Finish(), err
+	}
+	conn, err := pgx.Connect(context.Background(), f.dsn+"&application_name=lost-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	opts := f.opts(strings.NewReader(itoa(ids[0])+"\n"+itoa(ids[1])+"\n"), &out)
+	opts.Conn, opts.DSN = conn, ""
+	err = worker.Run(context.Background(), fn, opts)
+	if err == nil || !strings.Contains(err.Error(), "database connection lost") {
+		t.Errorf("Run returned %v, want a lost connection", err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "1 # ") {
+		t.Errorf("answers %q, want one failure", out.String())
+	}
+}
+
+// TestRunBadOptions covers the errors Run reports before serving.
+func TestRunBadOptions(t *testing.T) {
+	noop := func(context.Context, *worker.Message) (worker.Outcome, error) { return worker.Finish(), nil }
+	in, out := strings.NewReader(""), io.Discard
+	for _, tc := range []struct {
+		name string
+		fn   worker.Func
+		opts worker.Options
+		want string
+	}{
+		{"nil func", nil, worker.Options{In: in, Out: out}, "no stage function"},
+		{"no in", noop, worker.Options{Out: out}, "Options.In and Options.Out are required"},
+		{"bad dsn", noop, worker.Options{DSN: "postgres://%zz", In: in, Out: out}, "bad DSN"},
+		{"no server", noop, worker.Options{DSN: "postgres:///x?host=/nonexistent&connect_timeout=2", In: in, Out: out}, "connect to database"},
+	} {
+		err := worker.Run(context.Background(), tc.fn, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestOutcomeString documents the outcomes' descriptions.
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[worker.Outcome]string{
+		worker.Advance("b"):           "advance to b",
+		worker.Finish():               "finish",
+		worker.Pause(2 * time.Second): "pause for 2s",
+		worker.Fail("x"):              "fail (x)",
+		{}:                            "no outcome",
+	} {
+		if o.String() != want {
+			t.Errorf("%q, want %q", o.String(), want)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+// Package worker writes pepsi stage programs in Go: the stage side of the
+// worker protocol (pepsi-worker(7), SPEC §4) around one function.
+//
+// A stage is a Func and a call to Main:
+//
+//	func main() {
+//		worker.Main(func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+//			if _, err := m.Tx.Exec(ctx, "INSERT INTO seen (id) VALUES ($1)", m.ID); err != nil {
+//				return worker.Outcome{}, err
+//			}
+//			return worker.Advance("deliver"), nil
+//		})
+//	}
+//
+// Main reads -c FILE (the dispatcher appends it to PROGRAM), loads that
+// configuration, connects to the database once (PEPSI_DSN, which the
+// dispatcher sets, or the configured DSN) and then serves message ids from
+// stdin until EOF. For each id it begins a transaction, locks the message's
+// queue row (SELECT … FOR UPDATE), checks that it is running, and calls the
+// function with the message and the transaction. The function does its work
+// in m.Tx and returns what should become of the message:
+//
+//	worker.Advance(stage)  on to another stage (the dispatcher requeues it)
+//	worker.Finish()        done
+//	worker.Pause(d)        paused; the dispatcher retries it at this stage after d
+//	worker.Fail(reason)    failed, with reason in the row's error column
+//
+// The outcome is applied with the SQL API (pepsi.advance, pepsi.finish,
+// pepsi.pause, pepsi.fail) in the same transaction, which is then committed,
+// and only then is the status line "0" written. If the function returns an
+// error (or panics), the transaction is rolled back, the error is logged to
+// stderr and the answer is "1 # error text": the dispatcher then marks the
+// message failed with that text in dispatch_error. Serialization failures
+// and deadlocks (SQLSTATE 40001, 40P01) are retried, up to three passes, so
+// the function may run more than once for a message — as it may anyway,
+// since delivery is at-least-once: write it to be idempotent.
+//
+// A pass that ran other stages' work in the same process reports them with
+// Message.Fused; they are put on the status line for the dispatcher to book.
+//
+// Exit status: 0 at EOF on stdin and after SIGTERM or SIGINT (a stop that
+// was asked for); 1 when the database cannot be reached or the connection
+// is lost (the message in hand is answered first), or stdout breaks; 2 for
+// a usage or configuration error. On SIGTERM the message in hand is rolled
+// back and left unanswered — the dispatcher, which is what sends SIGTERM,
+// puts it back in the queue — and the program exits at once.
+//
+// Run is the same loop for any reader and writer, for tests and for
+// programs that set up their own connection or signals.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
+)
+
+// Func is a stage: it does the work for one message in m.Tx and says what
+// becomes of the message. A non-nil error rolls the transaction back and
+// fails the message. ctx is cancelled when the program is told to stop.
+type Func func(ctx context.Context, m *Message) (Outcome, error)
+
+// Message is the message being processed, read from its locked queue row.
+type Message struct {
+	ID        int64           // the message id (ingress order)
+	Stage     string          // the stage it is running at
+	Attempts  int             // passes at this stage, this one included (1 the first time; a pause counts, an advance starts again at 0)
+	CreatedAt time.Time       // when it entered the queue
+	Headers   json.RawMessage // pepsi.message.headers, a JSON object
+	Payload   []byte          // pepsi.message.payload
+	// Tx is the transaction that holds the message's queue row. Do the
+	// stage's work in it: it commits together with the outcome. Do not
+	// commit or roll it back yourself.
+	Tx pgx.Tx
+
+	fused []protocol.Fused
+}
+
+// Header returns the header key: its value if it is a JSON string, its JSON
+// text if it is anything else, "" if there is no such header.
+func (m *Message) Header(key string) string {
+	var h map[string]json.RawMessage
+	if json.Unmarshal(m.Headers, &h) != nil {
+		return ""
+	}
+	v, ok := h[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+// Fused reports that this pass also did the work of stage, which took d:
+// the dispatcher books it to that stage's statistics. Stage names are
+// letters, digits, '_', '-' and '.'; another name makes the pass fail.
+func (m *Message) Fused(stage string, d time.Duration) {
+	m.fused = append(m.fused, protocol.Fused{Stage: stage, Seconds: max(d.Seconds(), 0)})
+}
+
+type outcomeKind int
+
+const (
+	none outcomeKind = iota
+	advance
+	finish
+	pause
+	fail
+)
+
+// Outcome is what becomes of a message after a successful pass. Build one
+// with Advance, Finish, Pause or Fail; the zero Outcome is an error (the
+// function forgot to say).
+type Outcome struct {
+	kind   outcomeKind
+	stage  string
+	delay  time.Duration
+	reason string
+}
+
+// Advance moves the message on to stage; it stays running and the
+// dispatcher queues it there. stage must differ from the current one (to
+// run a message at the same stage again, Pause it).
+func Advance(stage string) Outcome { return Outcome{kind: advance, stage: stage} }
+
+// Finish marks the message done.
+func Finish() Outcome { return Outcome{kind: finish} }
+
+// Pause parks the message; the dispatcher hands it to this stage again
+// once d has passed.
+func Pause(d time.Duration) Outcome { return Outcome{kind: pause, delay: d} }
+
+// Fail marks the message failed (the dead-letter state) with reason in its
+// error column. The pass itself succeeded: the answer is 0.
+func Fail(reason string) Outcome { return Outcome{kind: fail, reason: reason} }
+
+// String describes the outcome, e.g. "advance to deliver".
+func (o Outcome) String() string {
+	switch o.kind {
+	case advance:
+		return "advance to " + o.stage
+	case finish:
+		return "finish"
+	case pause:
+		return "pause for " + o.delay.String()
+	case fail:
+		return fmt.Sprintf("fail (%s)", o.reason)
+	}
+	return "no outcome"
+}
+
+// apply carries the outcome out with the SQL API in tx. pkg/worker is a
+// client of the SQL API like a stage in any other language: these are the
+// stage-side calls, not the dispatcher's DAO (pkg/queue).
+func (o Outcome) apply(ctx context.Context, m *Message) error {
+	var err error
+	switch o.kind {
+	case advance:
+		if !protocol.ValidStage([]byte(o.stage)) {
+			return fmt.Errorf("cannot advance to %q: not a stage name", o.stage)
+		}
+		if o.stage == m.Stage {
+			return fmt.Errorf("cannot advance to %s: the message is already there (to run it again, pause it)", o.stage)
+		}
+		_, err = m.Tx.Exec(ctx, "SELECT pepsi.advance($1, $2)", m.ID, o.stage)
+	case finish:
+		_, err = m.Tx.Exec(ctx, "SELECT pepsi.finish($1)", m.ID)
+	case pause:
+		if o.delay < 0 {
+			return fmt.Errorf("cannot pause for %s: negative delay", o.delay)
+		}
+		_, err = m.Tx.Exec(ctx, "SELECT pepsi.pause($1, make_interval(secs => $2))", m.ID, o.delay.Seconds())
+	case fail:
+		_, err = m.Tx.Exec(ctx, "SELECT pepsi.fail($1, $2)", m.ID, o.reason)
+	default:
+		return fmt.Errorf("the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)")
+	}
+	return err
+}
