@@ -115,5 +115,7 @@ uninstall:
 clean:
 	rm -rf bin cover.out coverage.out *.test *.prof
 
+# The demo pipeline (contrib/demo) on the server of PEPSI_DSN, else on the
+# private cluster; see scripts/demo.
 demo:
-	@echo "make demo: not yet" >&2; exit 1
+	@GO='$(GO)' bash scripts/demo
