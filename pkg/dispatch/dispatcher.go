@@ -51,9 +51,14 @@ type Dispatcher struct {
 	relisen chan *queue.Listener
 	fatal   chan error
 
-	settles    []queue.Settle
-	settled    []queue.Settled
-	claimed    []queue.Claimed
+	settles    []queue.Settle // verdicts for the next job
+	spare      []queue.Settle // the other settles buffer, while a job has one
+	caps       []queue.StageCap
+	jobs       chan *job // to the queue goroutine
+	results    chan *job // from it
+	job        *job      // the job in flight, if any
+	jobBuf     job
+	wakeGen    uint64 // counts wakes, so a job's result does not hide a later one
 	nextPaused time.Time
 	checkPause bool
 	retryAt    time.Time // after a database error: no queue work before this
@@ -90,6 +95,8 @@ func New(opts Options) (*Dispatcher, error) {
 		lisErr:  make(chan error, 1),
 		relisen: make(chan *queue.Listener, 1),
 		fatal:   make(chan error, 1),
+		jobs:    make(chan *job, 1),
+		results: make(chan *job, 1),
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -128,7 +135,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.close()
 	lctx, cancel := context.WithCancel(context.Background())
 	d.goBackground(func() { d.listen(lctx, d.lis) })
+	d.goBackground(d.runJobs)
 	err := d.loop(ctx, lctx)
+	close(d.jobs)
 	cancel()
 	d.bg.Wait()
 	select {

@@ -58,19 +58,20 @@ func (b *syncBuffer) String() string {
 
 // bundle is a test's database, configuration and running dispatcher.
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	db     *queue.DB
 	dsn    string
 	cfg    *config.Config
 	path   string
 	logs   *syncBuffer
+	logger *slog.Logger // nil: debug-level text into logs
 	cancel context.CancelFunc
 	done   chan error
 }
 
 // setup creates a migrated database and a pepsi.conf with the given
 // [pepsi-dispatch] keys and stage sections; PROGRAM defaults to the test worker.
-func setup(t *testing.T, dispatch string, stages ...string) *bundle {
+func setup(t testing.TB, dispatch string, stages ...string) *bundle {
 	t.Helper()
 	db, dsn := pgtest.New(t)
 	ctx := context.Background()
@@ -104,7 +105,11 @@ func setup(t *testing.T, dispatch string, stages ...string) *bundle {
 // start runs the dispatcher in this process until stop.
 func (b *bundle) start() {
 	b.t.Helper()
-	d, err := New(Options{Config: b.cfg, Log: slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	log := b.logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d, err := New(Options{Config: b.cfg, Log: log})
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func (d *Dispatcher) finish(fatal error) error {
 	defer cancel()
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
-		if err = d.settle(ctx); err == nil {
+		if err = d.settleNow(ctx); err == nil {
 			break
 		}
 		d.log.Error("database: settling on shutdown failed; retrying", "err", err)

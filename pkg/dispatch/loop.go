@@ -1,9 +1,7 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"syscall"
 	"time"
 
@@ -18,8 +16,10 @@ const idleFlushGap = time.Second
 const dbRetry = time.Second
 
 // loop is the dispatcher's one goroutine: it handles events, then takes a
-// turn (settle, resume, claim, hand out), then sleeps until the next event
-// or deadline.
+// turn (enforce deadlines, sweep, start the next queue job), then sleeps
+// until the next event, job result or deadline. One queue job (resume,
+// settle, claim: one round trip) is in flight at a time; what workers
+// answer meanwhile goes into the next one, so batches grow with the load.
 func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -28,13 +28,16 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 	for {
 		now := d.now()
 		d.turn(now)
-		if d.stopping && d.workerCount() == 0 {
+		if d.stopping && d.workerCount() == 0 && d.job == nil {
 			return d.finish(fatal)
 		}
 		timer.Reset(max(d.nextDeadline(now).Sub(d.now()), 0))
 		select {
 		case ev := <-d.events:
 			d.handle(ev)
+			d.drainEvents()
+		case j := <-d.results:
+			d.finishJob(j, d.now())
 			d.drainEvents()
 		case <-d.wake:
 			d.woken()
@@ -76,6 +79,7 @@ func (d *Dispatcher) drainEvents() {
 
 // woken marks every stage worth a claim and due paused rows worth a look.
 func (d *Dispatcher) woken() {
+	d.wakeGen++
 	for _, p := range d.pools {
 		p.more = true
 	}
@@ -87,44 +91,25 @@ func (d *Dispatcher) woken() {
 // rows changed that the loop does not know of.
 const opTimeout = 30 * time.Second
 
-// turn does the queue work the events and clock call for.
+// turn does the work the events and clock call for.
 func (d *Dispatcher) turn(now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	d.watch(now)
-	if now.Before(d.retryAt) {
+	if d.job != nil || now.Before(d.retryAt) {
 		return
 	}
-	if err := d.settle(ctx); err != nil {
-		d.dbFailed(now, "settle", err)
-		return
-	}
-	if d.stopping {
-		return
-	}
-	if err := d.sweeps(ctx, now); err != nil {
-		d.dbFailed(now, "sweep", err)
-		return
-	}
-	if d.checkPause || (!d.nextPaused.IsZero() && !now.Before(d.nextPaused)) {
-		n, next, err := d.db.ResumePaused(ctx)
+	if !d.stopping {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		err := d.sweeps(ctx, now)
+		if err == nil {
+			d.maybeFlush(ctx, now)
+		}
+		cancel()
 		if err != nil {
-			d.dbFailed(now, "resume paused", err)
+			d.dbFailed(now, "sweep", err)
 			return
 		}
-		d.checkPause, d.nextPaused = false, next
-		if n > 0 {
-			d.tally.global.Resumed += n
-			d.tally.dirty = true
-			d.woken()
-			d.checkPause = false
-		}
 	}
-	if err := d.claim(ctx, now); err != nil {
-		d.dbFailed(now, "claim", err)
-		return
-	}
-	d.maybeFlush(ctx, now)
+	d.startJob(now)
 }
 
 func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
@@ -175,9 +160,12 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 			next = t
 		}
 	}
-	if now.Before(d.retryAt) {
+	switch {
+	case d.job != nil:
+		// Its result wakes the loop.
+	case now.Before(d.retryAt):
 		soon(d.retryAt)
-	} else {
+	default:
 		if len(d.settles) > 0 {
 			soon(now)
 		}
@@ -210,99 +198,9 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 	return next
 }
 
-// claim takes pending rows for every stage that has spare capacity and may
-// have work, and hands them to workers.
-func (d *Dispatcher) claim(ctx context.Context, now time.Time) error {
-	var caps []queue.StageCap
-	for _, p := range d.pools {
-		if !p.more {
-			continue
-		}
-		if c := p.capacity(now); c > 0 {
-			caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
-		}
-	}
-	if len(caps) == 0 {
-		return nil
-	}
-	claimed, err := d.db.Claim(ctx, caps, d.claimed[:0])
-	if err != nil {
-		return err
-	}
-	d.claimed = claimed
-	got := make(map[string]int, len(caps))
-	for _, c := range claimed {
-		got[c.Stage]++
-	}
-	for _, c := range caps {
-		d.byName[c.Stage].more = got[c.Stage] == c.Cap
-	}
-	if len(claimed) == 0 {
-		return nil
-	}
-	d.tally.global.Claimed += int64(len(claimed))
-	d.tally.dirty = true
-	slices.SortFunc(claimed, func(a, b queue.Claimed) int {
-		return cmp.Or(cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.ID, b.ID))
-	})
-	for _, c := range claimed {
-		d.assign(d.byName[c.Stage], c.ID, now)
-	}
-	for _, p := range d.pools {
-		for _, w := range p.workers {
-			w.flush()
-		}
-	}
-	return nil
-}
-
-// assign hands id to the earliest-started worker with a free slot,
-// starting one if none has; a message no worker can take goes back.
-func (d *Dispatcher) assign(p *pool, id int64, now time.Time) {
-	w := p.pick()
-	if w == nil && p.live() < p.cfg.Parallelism && !now.Before(p.coolUntil) {
-		w = d.spawn(p, now)
-	}
-	if w == nil {
-		d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Requeue})
-		return
-	}
-	w.hand(id, now)
-	if w.handed >= p.cfg.MaxMessages {
-		w.draining = true
-	}
-}
-
-// settle applies the verdicts gathered since the last turn in one statement.
-func (d *Dispatcher) settle(ctx context.Context) error {
-	if len(d.settles) == 0 {
-		return nil
-	}
-	settled, err := d.db.Settle(ctx, d.settles, d.settled[:0])
-	if err != nil {
-		return err
-	}
-	d.settled = settled
-	d.settles = d.settles[:0]
-	for i := range settled {
-		s := &settled[i]
-		d.tally.settled(s)
-		if s.Set == queue.Pending {
-			if p := d.byName[s.Stage]; p != nil {
-				p.more = true
-			}
-		}
-		paused := s.Set == queue.Paused || (s.Set == "" && s.Status == queue.Paused)
-		if paused && (d.nextPaused.IsZero() || s.Timeout.Before(d.nextPaused)) {
-			d.nextPaused = s.Timeout
-		}
-	}
-	return nil
-}
-
 // idle reports whether no message is in flight and nothing waits to be settled.
 func (d *Dispatcher) idle() bool {
-	if len(d.settles) > 0 {
+	if len(d.settles) > 0 || d.job != nil {
 		return false
 	}
 	for _, p := range d.pools {

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // StageCap is how many more messages a stage can take.
@@ -42,6 +44,21 @@ RETURNING s.id, s.stage`
 // Claim moves pending rows to running, each stage up to its cap, and
 // appends them to dst. Order within the result is not defined.
 func (db *DB) Claim(ctx context.Context, caps []StageCap, dst []Claimed) ([]Claimed, error) {
+	args, ok := claimArgs(caps)
+	if !ok {
+		return dst, nil
+	}
+	start := len(dst)
+	err := retry(ctx, func() error {
+		rows, err := db.Pool.Query(ctx, claimSQL, args...)
+		dst, err = scanClaimed(rows, err, dst[:start])
+		return err
+	})
+	return dst, err
+}
+
+// claimArgs returns the claim's arguments, or false when no stage has a cap.
+func claimArgs(caps []StageCap) ([]any, bool) {
 	stages := make([]string, 0, len(caps))
 	limits := make([]int32, 0, len(caps))
 	for _, c := range caps {
@@ -50,25 +67,22 @@ func (db *DB) Claim(ctx context.Context, caps []StageCap, dst []Claimed) ([]Clai
 			limits = append(limits, int32(c.Cap))
 		}
 	}
-	if len(stages) == 0 {
-		return dst, nil
+	return []any{stages, limits}, len(stages) > 0
+}
+
+func scanClaimed(rows pgx.Rows, err error, dst []Claimed) ([]Claimed, error) {
+	if err != nil {
+		return dst, err
 	}
-	err := retry(ctx, func() error {
-		rows, err := db.Pool.Query(ctx, claimSQL, stages, limits)
-		if err != nil {
-			return err
+	defer rows.Close()
+	for rows.Next() {
+		var c Claimed
+		if err := rows.Scan(&c.ID, &c.Stage); err != nil {
+			return dst, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var c Claimed
-			if err := rows.Scan(&c.ID, &c.Stage); err != nil {
-				return err
-			}
-			dst = append(dst, c)
-		}
-		return rows.Err()
-	})
-	return dst, err
+		dst = append(dst, c)
+	}
+	return dst, rows.Err()
 }
 
 // Verdict is what the dispatcher concluded about one handed-out message.
@@ -181,6 +195,18 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 	if len(vs) == 0 {
 		return dst, nil
 	}
+	args := settleArgs(vs)
+	start := len(dst)
+	err := retry(ctx, func() error {
+		rows, err := db.Pool.Query(ctx, settleSQL, args...)
+		dst, err = scanSettled(rows, err, dst[:start])
+		return err
+	})
+	return dst, err
+}
+
+// settleArgs returns settleSQL's arguments: one array per column.
+func settleArgs(vs []Settle) []any {
 	n := len(vs)
 	ids, stages, verdicts, reasons := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
 	retries, delays, maxes, targets := make([]int32, n), make([]float64, n), make([]float64, n), make([]string, n)
@@ -194,30 +220,28 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 			delays[i] = v.Delay.Seconds()
 		}
 	}
-	start := len(dst)
-	err := retry(ctx, func() error {
-		dst = dst[:start]
-		rows, err := db.Pool.Query(ctx, settleSQL, ids, stages, verdicts, reasons, retries, delays, maxes, targets)
-		if err != nil {
-			return err
+	return []any{ids, stages, verdicts, reasons, retries, delays, maxes, targets}
+}
+
+func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
+	if err != nil {
+		return dst, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s Settled
+		var status, set string
+		var timeout *time.Time
+		if err := rows.Scan(&s.ID, &status, &s.Stage, &s.Handed, &set, &timeout); err != nil {
+			return dst, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var s Settled
-			var status, set string
-			var timeout *time.Time
-			if err := rows.Scan(&s.ID, &status, &s.Stage, &s.Handed, &set, &timeout); err != nil {
-				return err
-			}
-			s.Status, s.Set = Status(status), Status(set)
-			if timeout != nil {
-				s.Timeout = *timeout
-			}
-			dst = append(dst, s)
+		s.Status, s.Set = Status(status), Status(set)
+		if timeout != nil {
+			s.Timeout = *timeout
 		}
-		return rows.Err()
-	})
-	return dst, err
+		dst = append(dst, s)
+	}
+	return dst, rows.Err()
 }
 
 // ResetRunning puts every running row back to pending (orphans of a
@@ -246,20 +270,24 @@ func (db *DB) ResetIDs(ctx context.Context, ids []int64) (int64, error) {
 	return n, err
 }
 
-// ResumePaused flips paused rows that are due to pending and returns how
-// many it flipped and when the next paused row falls due (zero: none).
-func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
-	var n int64
-	var next *time.Time
-	err := retry(ctx, func() error {
-		return db.Pool.QueryRow(ctx, `
+// resumeSQL flips due paused rows to pending and returns how many, and when
+// the next paused row falls due.
+const resumeSQL = `
 WITH due AS (
     UPDATE pepsi.state SET status = 'pending', timeout = NULL, updated_at = now()
      WHERE status = 'paused' AND timeout <= now()
     RETURNING id
 )
 SELECT (SELECT count(*) FROM due),
-       (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now())`).Scan(&n, &next)
+       (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now())`
+
+// ResumePaused flips paused rows that are due to pending and returns how
+// many it flipped and when the next paused row falls due (zero: none).
+func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
+	var n int64
+	var next *time.Time
+	err := retry(ctx, func() error {
+		return db.Pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
 	})
 	if err != nil || next == nil {
 		return n, time.Time{}, err

@@ -12,6 +12,17 @@
 // the transition on the status line instead of making it; tpause only on
 // the first attempt, then tdone).
 //
+// For fault injection: hangonce:NEXT, garbageonce:NEXT and crashonce:NEXT
+// hang, print garbage or exit on the first attempt at the stage and, on a
+// later attempt, advance to NEXT (finish when NEXT is empty). A payload
+// field @sleep=DURATION makes every stage sleep that long before it acts,
+// so that messages are in flight when a fault strikes.
+//
+// Only the first 64 KiB of a payload are read, as bytes: a payload may be
+// empty, huge or binary. A worker whose connection breaks (the server
+// restarted, its session was terminated) answers 1 for the message at hand
+// and connects again for the next one.
+//
 // Every committed pass is recorded in test_passes; every start in test_workers.
 package main
 
@@ -30,7 +41,7 @@ import (
 func main() {
 	ctx := context.Background()
 	stage := os.Getenv("PEPSI_STAGE")
-	conn, err := pgx.Connect(ctx, os.Getenv("PEPSI_DSN"))
+	conn, err := connect(ctx, stage)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testworker: connect:", err)
 		os.Exit(1)
@@ -49,9 +60,20 @@ func main() {
 			fmt.Fprintln(os.Stderr, "testworker: bad id:", in.Text())
 			os.Exit(1)
 		}
+		if conn == nil {
+			if conn, err = connect(ctx, stage); err != nil {
+				fmt.Fprintf(os.Stdout, "1 # reconnect: %s\n", oneLine(err))
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "testworker: reconnected")
+		}
 		answer, err := handle(ctx, conn, stage, id)
 		if err != nil {
-			fmt.Fprintf(os.Stdout, "1 # %v\n", err)
+			if broken(ctx, conn) {
+				conn.Close(ctx)
+				conn = nil
+			}
+			fmt.Fprintf(os.Stdout, "1 # %s\n", oneLine(err))
 			continue
 		}
 		os.Stdout.WriteString(answer)
@@ -59,17 +81,22 @@ func main() {
 }
 
 func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string, error) {
-	var payload string
+	var raw []byte
 	var attempts int
-	err := conn.QueryRow(ctx, `SELECT convert_from(m.payload, 'UTF8'), s.attempts
-		FROM pepsi.message m JOIN pepsi.state s USING (id) WHERE id = $1`, id).Scan(&payload, &attempts)
+	err := conn.QueryRow(ctx, `SELECT substring(m.payload for 65536), s.attempts
+		FROM pepsi.message m JOIN pepsi.state s USING (id) WHERE id = $1`, id).Scan(&raw, &attempts)
 	if err != nil {
 		return "", err
 	}
 	action, arg := "finish", ""
-	for _, f := range strings.Fields(payload) {
-		if k, v, ok := strings.Cut(f, "="); ok && k == stage {
+	for _, f := range strings.Fields(string(raw)) {
+		k, v, ok := strings.Cut(f, "=")
+		switch {
+		case ok && k == stage:
 			action, arg, _ = strings.Cut(v, ":")
+		case ok && k == "@sleep":
+			d, _ := time.ParseDuration(v)
+			time.Sleep(d)
 		}
 	}
 	pass := func(sql string, args ...any) error {
@@ -138,6 +165,47 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 	case "closeout":
 		os.Stdout.Close()
 		select {}
+	case "hangonce", "garbageonce", "crashonce":
+		if attempts <= 1 {
+			switch action {
+			case "hangonce":
+				select {}
+			case "garbageonce":
+				return "hello world\n", nil
+			default:
+				os.Exit(3)
+			}
+		}
+		if arg == "" {
+			return "0\n", finish()
+		}
+		return "0\n", pass("SELECT pepsi.advance($1, $2)", id, arg)
 	}
 	return "", fmt.Errorf("testworker: unknown action %q", action)
+}
+
+// connect opens the worker's session, named so that tests can tell it
+// from the dispatcher's.
+func connect(ctx context.Context, stage string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(os.Getenv("PEPSI_DSN"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = fmt.Sprintf("testworker pid %d stage %s", os.Getpid(), stage)
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// broken reports whether conn is no longer usable.
+func broken(ctx context.Context, conn *pgx.Conn) bool {
+	if conn.IsClosed() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return conn.Ping(ctx) != nil
+}
+
+// oneLine keeps an error on one status line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -1,0 +1,426 @@
+package dispatch
+
+// Helpers for the fault-injection tests (chaos_*_test.go): a three-stage
+// pipeline, the faults themselves (worker kill -9, session termination, a
+// server restart on a private cluster) and the checks made after them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// chaosDispatch is the [pepsi-dispatch] section of the fault tests: quick
+// reconnects, a short orphan sweep, a short spawn cooldown.
+const chaosDispatch = `POLL_INTERVAL = 2
+STATS_INTERVAL = 60
+WORKER_IDLE_TIMEOUT = 30
+SHUTDOWN_GRACE = 5
+MAX_RUNTIME = 20
+RECONNECT_MIN = 0.1
+RECONNECT_MAX = 1
+ORPHAN_SWEEP = 2
+SPAWN_COOLDOWN = 0.2`
+
+// chaosRetries retries a failed pass quickly.
+const chaosRetries = "RETRIES = 3\nRETRY_DELAY = 0.1\nRETRY_DELAY_MAX = 0.5"
+
+// chaosStages returns the three stages parse → enrich → deliver, each
+// with two workers of four messages and the extra keys given for it.
+func chaosStages(parse, enrich, deliver string) []string {
+	return []string{
+		"parse\nPARALLELISM = 2\nQUEUE_LIMIT = 4\n" + parse,
+		"enrich\nPARALLELISM = 2\nQUEUE_LIMIT = 4\n" + enrich,
+		"deliver\nPARALLELISM = 2\nQUEUE_LIMIT = 4\n" + deliver,
+	}
+}
+
+// through is the payload of a message that goes through the three stages,
+// each sleeping for sleep; actions replaces a stage's action ("enrich=hang").
+func through(sleep string, actions ...string) string {
+	act := map[string]string{"parse": "advance:enrich", "enrich": "advance:deliver", "deliver": "finish"}
+	for _, a := range actions {
+		k, v, _ := strings.Cut(a, "=")
+		act[k] = v
+	}
+	return fmt.Sprintf("@sleep=%s parse=%s enrich=%s deliver=%s", sleep, act["parse"], act["enrich"], act["deliver"])
+}
+
+// faults records what was injected and which messages were in flight
+// (claimed: running) at any fault.
+type faults struct {
+	b        *bundle
+	inflight map[int64]bool
+	kinds    map[string]int
+}
+
+func newFaults(b *bundle) *faults {
+	return &faults{b: b, inflight: make(map[int64]bool), kinds: make(map[string]int)}
+}
+
+// mark records a fault of kind and the messages running now.
+func (f *faults) mark(kind string) {
+	f.b.t.Helper()
+	f.kinds[kind]++
+	for _, id := range f.b.ids("SELECT id FROM pepsi.state WHERE status = 'running'") {
+		f.inflight[id] = true
+	}
+}
+
+// log says what was injected.
+func (f *faults) log() {
+	var parts []string
+	for k, n := range f.kinds {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, n))
+	}
+	slices.Sort(parts)
+	f.b.t.Logf("faults: %s; %d messages in flight at a fault", strings.Join(parts, ", "), len(f.inflight))
+}
+
+// checkDuplicates checks the stage passes recorded by the test worker:
+// with none false, a message may have passed a stage twice only if it was
+// in flight at a fault; with none true, no message may have.
+func (f *faults) checkDuplicates(none bool) {
+	f.b.t.Helper()
+	dups := f.b.duplicates()
+	var outside []string
+	for _, d := range dups {
+		if none || !f.inflight[d.id] {
+			outside = append(outside, d.String())
+		}
+	}
+	f.b.t.Logf("%d duplicate stage passes (%d messages in flight at a fault)", len(dups), len(f.inflight))
+	if len(outside) > 0 {
+		what := "messages not in flight at any fault"
+		if none {
+			what = "none expected"
+		}
+		f.b.t.Errorf("duplicate stage passes, %s: %s", what, strings.Join(outside[:min(len(outside), 20)], "; "))
+	}
+}
+
+// dup is a stage that a message passed more than once.
+type dup struct {
+	id    int64
+	stage string
+	n     int64
+	pids  []int32
+}
+
+func (d dup) String() string { return fmt.Sprintf("%d at %s ×%d by %v", d.id, d.stage, d.n, d.pids) }
+
+// duplicates lists the (message, stage) pairs with more than one
+// committed pass.
+func (b *bundle) duplicates() []dup {
+	b.t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT id, stage, count(*), array_agg(pid ORDER BY at)
+		FROM test_passes GROUP BY id, stage HAVING count(*) > 1 ORDER BY id, stage`)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dup, error) {
+		var d dup
+		err := r.Scan(&d.id, &d.stage, &d.n, &d.pids)
+		return d, err
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// ids runs a query that returns message ids.
+func (b *bundle) ids(sql string, args ...any) []int64 {
+	b.t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		b.t.Fatalf("%s: %v", sql, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		b.t.Fatalf("%s: %v", sql, err)
+	}
+	return ids
+}
+
+// try64 is int64 that returns the error instead of failing: for polling
+// while the server may be down.
+func (b *bundle) try64(sql string, args ...any) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int64
+	err := b.db.Pool.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// waitCount waits until sql returns at least n, tolerating errors (the
+// server may be restarting).
+func (b *bundle) waitCount(what string, timeout time.Duration, n int64, sql string, args ...any) {
+	b.t.Helper()
+	b.waitFor(what, timeout, func() bool {
+		got, err := b.try64(sql, args...)
+		return err == nil && got >= n
+	})
+}
+
+// waitLog waits until the dispatcher's log holds at least n lines with s.
+func (b *bundle) waitLog(s string, n int, timeout time.Duration) {
+	b.t.Helper()
+	b.waitFor(fmt.Sprintf("%d× %q in the log", n, s), timeout, func() bool {
+		return strings.Count(b.logs.String(), s) >= n
+	})
+}
+
+// waitSettledTolerant is waitSettled through a server that may be restarting.
+func (b *bundle) waitSettledTolerant(timeout time.Duration) {
+	b.t.Helper()
+	b.waitFor("every message done or failed", timeout, func() bool {
+		n, err := b.try64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')")
+		return err == nil && n == 0
+	})
+}
+
+// checkExplained checks that no message is lost (each has a state row and
+// is done or failed) and that every failure says why.
+func (b *bundle) checkExplained() {
+	b.t.Helper()
+	if n := b.int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')"); n != 0 {
+		b.t.Errorf("%d messages neither done nor failed", n)
+	}
+	if n := b.int64("SELECT count(*) FROM pepsi.message m LEFT JOIN pepsi.state s USING (id) WHERE s.id IS NULL"); n != 0 {
+		b.t.Errorf("%d messages without a state row", n)
+	}
+	if n := b.int64(`SELECT count(*) FROM pepsi.state WHERE status = 'failed'
+		AND coalesce(dispatch_error, '') = '' AND coalesce(error, '') = ''`); n != 0 {
+		b.t.Errorf("%d failed messages without a reason", n)
+	}
+}
+
+// failures returns the failed messages and their reasons.
+func (b *bundle) failures() map[int64]string {
+	b.t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(),
+		"SELECT id, coalesce(dispatch_error, '') || coalesce(error, '') FROM pepsi.state WHERE status = 'failed'")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	out := make(map[int64]string)
+	var id int64
+	var reason string
+	_, err = pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
+		out[id] = reason
+		return nil
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// liveWorkers returns the pids of the test workers that are running now.
+func (b *bundle) liveWorkers(stage string) []int {
+	b.t.Helper()
+	var pids []int
+	for _, pid := range b.ids("SELECT pid FROM test_workers WHERE $1 = '' OR stage = $1 ORDER BY pid", stage) {
+		if isTestWorker(int(pid)) {
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids
+}
+
+// isTestWorker reports whether pid is a running test worker (not a zombie,
+// not a reused pid).
+func isTestWorker(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), filepath.Base(testWorker)) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) STATE ...
+	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z' && stat[i+2] != 'X'
+	}
+	return false
+}
+
+// killWorker kills a random running worker of stage ("" for any) with
+// SIGKILL and returns its pid, or 0 when none runs.
+func (b *bundle) killWorker(stage string) int {
+	b.t.Helper()
+	pids := b.liveWorkers(stage)
+	if len(pids) == 0 {
+		return 0
+	}
+	pid := pids[rand.N(len(pids))]
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		b.t.Fatal(err)
+	}
+	return pid
+}
+
+// sessions are the server sessions of the test database.
+type sessions struct {
+	listeners []int32 // the dispatchers' listener sessions (application_name 'pepsi dispatch pid …')
+	lock      int32   // the session that holds the dispatcher lock (0: none)
+	pool      []int32 // the dispatchers' pool connections
+	workers   []int32 // the test workers' sessions
+}
+
+// sessions lists the server sessions in the test database that are not the
+// test's own: the test's pool is held while looking, so that its
+// connections can be told apart by pid.
+func (b *bundle) sessions() sessions {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conns := b.db.Pool.AcquireAllIdle(ctx)
+	if len(conns) == 0 {
+		c, err := b.db.Pool.Acquire(ctx)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		conns = []*pgxpool.Conn{c}
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	var own []int32
+	for _, c := range conns {
+		own = append(own, int32(c.Conn().PgConn().PID()))
+	}
+	rows, err := conns[0].Query(ctx, `
+SELECT a.pid, a.application_name,
+       EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)
+  FROM pg_stat_activity a
+ WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> ALL ($1)`, own)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var s sessions
+	var pid int32
+	var app string
+	var locked bool
+	_, err = pgx.ForEachRow(rows, []any{&pid, &app, &locked}, func() error {
+		switch {
+		case strings.HasPrefix(app, "pepsi dispatch pid "):
+			s.listeners = append(s.listeners, pid)
+			if locked {
+				s.lock = pid
+			}
+		case strings.HasPrefix(app, "testworker "):
+			s.workers = append(s.workers, pid)
+		default:
+			s.pool = append(s.pool, pid)
+		}
+		return nil
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return s
+}
+
+// terminate ends server sessions with pg_terminate_backend.
+func (b *bundle) terminate(pids []int32) {
+	b.t.Helper()
+	if len(pids) == 0 {
+		return
+	}
+	if _, err := b.db.Pool.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", pids); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// cluster is a private PostgreSQL server (scripts/pg-local with
+// PEPSI_PG_DIR) that a test may stop and start.
+type cluster struct {
+	t    *testing.T
+	dir  string
+	port string
+	dsn  string // of its postgres database
+}
+
+// newCluster creates and starts a private cluster, removed when t ends.
+// A test that needs one fails, loudly, when it cannot be had.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	// The cluster's owner (postgres, when the tests run as root) must reach
+	// the directory: not under t.TempDir(), which is private.
+	base, err := os.MkdirTemp("", "pepsi-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, dir: filepath.Join(base, "pg"), port: strconv.Itoa(54400 + rand.N(500))}
+	t.Cleanup(func() {
+		if out, err := c.run("stop", "--clean"); err != nil {
+			t.Errorf("pg-local stop --clean: %v\n%s", err, out)
+		}
+		os.RemoveAll(base)
+	})
+	out, err := c.run("start")
+	if err != nil {
+		t.Fatalf("a private cluster is needed for this test: scripts/pg-local start: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	c.dsn = lines[len(lines)-1]
+	if !strings.HasPrefix(c.dsn, "postgres://") {
+		t.Fatalf("scripts/pg-local start printed no DSN:\n%s", out)
+	}
+	return c
+}
+
+// run runs scripts/pg-local on the cluster and returns its stdout (and
+// stderr, on failure).
+func (c *cluster) run(args ...string) (string, error) {
+	script, err := filepath.Abs("../../scripts/pg-local")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "PEPSI_PG_DIR="+c.dir, "PEPSI_PG_PORT="+c.port)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
+}
+
+// stop stops the server (pg_ctl stop -m fast: every session is ended).
+func (c *cluster) stop() {
+	c.t.Helper()
+	if out, err := c.run("stop"); err != nil {
+		c.t.Fatalf("pg-local stop: %v\n%s", err, out)
+	}
+}
+
+// start starts it again.
+func (c *cluster) start() {
+	c.t.Helper()
+	if out, err := c.run("start"); err != nil {
+		c.t.Fatalf("pg-local start: %v\n%s", err, out)
+	}
+}
