@@ -21,8 +21,9 @@ CREATE TABLE pepsi.state (
     updated_at     timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 80);
 
--- The claim walks this index per stage in ingress order and stops at the cap.
-CREATE INDEX state_pending ON pepsi.state (stage, id) WHERE status = 'pending';
+-- The claim walks this index per stage in ingress order and stops at the cap;
+-- updated_at (when the row became pending) rides along for the wait metric.
+CREATE INDEX state_pending ON pepsi.state (stage, id) INCLUDE (updated_at) WHERE status = 'pending';
 -- Retry scheduling: the earliest paused row and the due ones.
 CREATE INDEX state_paused ON pepsi.state (timeout) WHERE status = 'paused';
 -- Orphan resets and sweeps touch only running rows.

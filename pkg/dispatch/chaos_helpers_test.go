@@ -24,12 +24,12 @@ import (
 )
 
 // chaosDispatch is the [pepsi-dispatch] section of the fault tests: quick
-// reconnects, a short orphan sweep, a short spawn cooldown.
+// reconnects, a short orphan sweep, a short spawn cooldown. MAX_RUNTIME is
+// the test's to add.
 const chaosDispatch = `POLL_INTERVAL = 2
 STATS_INTERVAL = 60
 WORKER_IDLE_TIMEOUT = 30
 SHUTDOWN_GRACE = 5
-MAX_RUNTIME = 20
 RECONNECT_MIN = 0.1
 RECONNECT_MAX = 1
 ORPHAN_SWEEP = 2

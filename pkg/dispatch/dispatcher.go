@@ -26,6 +26,7 @@ type Options struct {
 	Log     *slog.Logger
 	Standby bool             // wait for the single-dispatcher lock instead of failing
 	Now     func() time.Time // the clock; time.Now when nil
+	Observe Observer         // hears what happens, for metrics; nil: nobody
 }
 
 // ErrLocked is returned by Run when another dispatcher holds the lock.
@@ -35,6 +36,7 @@ var ErrLocked = errors.New("another dispatcher is running")
 type Dispatcher struct {
 	cfg     *config.Config
 	log     *slog.Logger
+	obs     Observer
 	now     func() time.Time
 	standby bool
 
@@ -103,6 +105,10 @@ func New(opts Options) (*Dispatcher, error) {
 	}
 	if d.now == nil {
 		d.now = time.Now
+	}
+	d.obs = opts.Observe
+	if d.obs == nil {
+		d.obs = nopObserver{}
 	}
 	for _, s := range opts.Config.Stages {
 		p := &pool{cfg: s, more: true, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
@@ -184,9 +190,13 @@ func (d *Dispatcher) start(ctx context.Context) error {
 	}
 	d.tally.global.Orphans += n
 	d.tally.dirty = n > 0
+	if n > 0 {
+		d.obs.OrphansRescued(n)
+	}
 	d.checkPause = true
 	d.nextOrphans = d.now().Add(dc.OrphanSweep)
 	d.nextExpire = d.now()
+	d.obs.Health(true)
 	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "orphans_reset", n,
 		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile)
 	return nil

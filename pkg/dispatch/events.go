@@ -44,6 +44,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		id := w.inflight.pop()
 		w.answered++
 		d.tally.answered(stage, st.Code == 0, now.Sub(w.headAt), st.Fused)
+		d.observePass(stage, st, now.Sub(w.headAt))
 		if st.Code == 0 {
 			d.settles = append(d.settles, answered(id, stage, st))
 		} else {
@@ -64,6 +65,20 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 // paused for a retry while the stage's RETRIES allow.
 func (d *Dispatcher) fail(p *pool, id int64, reason string) {
 	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Fail, Reason: reason, Retry: p.retry})
+}
+
+// observePass reports an answered pass and the stages fused into it.
+func (d *Dispatcher) observePass(stage string, st *protocol.Status, busy time.Duration) {
+	if st.Code != 0 {
+		d.obs.Passed(stage, ResultFailed, busy)
+		return
+	}
+	for _, f := range st.Fused {
+		fused := time.Duration(f.Seconds * float64(time.Second))
+		d.obs.Passed(f.Stage, ResultOK, fused)
+		busy -= fused
+	}
+	d.obs.Passed(stage, ResultOK, max(busy, 0))
 }
 
 // answered is the verdict for a 0 answer: the transition it carries, if any.
@@ -89,6 +104,7 @@ func (d *Dispatcher) protocolError(w *worker, reason string) {
 	d.log.Warn("worker broke the protocol; stopping it", "stage", w.pool.cfg.Name, "pid", w.proc.pid, "reason", reason)
 	if w.inflight.len() > 0 {
 		d.tally.stage(w.pool.cfg.Name).Failed++
+		d.obs.Passed(w.pool.cfg.Name, ResultProtocol, d.now().Sub(w.headAt))
 	}
 	d.abandon(w, reason)
 	d.stop(w, d.now(), true)
@@ -100,6 +116,7 @@ func (d *Dispatcher) timeout(w *worker, now time.Time) {
 	d.log.Warn("message timed out; killing worker", "stage", w.pool.cfg.Name, "pid", w.proc.pid,
 		"max_runtime", max, "pipelined", w.inflight.len()-1)
 	d.tally.stage(w.pool.cfg.Name).Timeouts++
+	d.obs.Passed(w.pool.cfg.Name, ResultTimeout, now.Sub(w.headAt))
 	d.abandon(w, fmt.Sprintf("timeout: no answer within MAX_RUNTIME (%s)", max))
 	d.stop(w, now, true)
 	w.proc.signal(sigKill)
@@ -141,6 +158,7 @@ func (d *Dispatcher) exited(w *worker, err error) {
 		d.log.Warn("worker crashed", "stage", p.cfg.Name, "pid", w.proc.pid, "status", status,
 			"pipelined", w.inflight.len()-1)
 		d.tally.stage(p.cfg.Name).Crashes++
+		d.obs.Passed(p.cfg.Name, ResultCrash, d.now().Sub(w.headAt))
 		d.abandon(w, "worker crashed: "+status)
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")

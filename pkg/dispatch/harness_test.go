@@ -65,6 +65,7 @@ type bundle struct {
 	path   string
 	logs   *syncBuffer
 	logger *slog.Logger // nil: debug-level text into logs
+	obs    Observer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -109,7 +110,7 @@ func (b *bundle) start() {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	d, err := New(Options{Config: b.cfg, Log: log})
+	d, err := New(Options{Config: b.cfg, Log: log, Observe: b.obs})
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -129,7 +129,9 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: p.cfg.Name, Verdict: queue.Requeue})
 			continue
 		}
-		d.assign(p, c.ID, now)
+		if d.assign(p, c.ID, now) {
+			d.obs.Handed(p.cfg.Name, time.Duration(c.Waited*float64(time.Second)))
+		}
 	}
 	for _, p := range d.pools {
 		for _, w := range p.workers {
@@ -140,19 +142,20 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 
 // assign hands id to the earliest-started worker with a free slot,
 // starting one if none has; a message no worker can take goes back.
-func (d *Dispatcher) assign(p *pool, id int64, now time.Time) {
+func (d *Dispatcher) assign(p *pool, id int64, now time.Time) bool {
 	w := p.pick()
 	if w == nil && p.live() < p.cfg.Parallelism && !now.Before(p.coolUntil) {
 		w = d.spawn(p, now)
 	}
 	if w == nil {
 		d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Requeue})
-		return
+		return false
 	}
 	w.hand(id, now)
 	if w.handed >= p.cfg.MaxMessages {
 		w.draining = true
 	}
+	return true
 }
 
 // settleNow settles the gathered verdicts at once, on stopping.

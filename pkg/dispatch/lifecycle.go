@@ -30,9 +30,11 @@ func (d *Dispatcher) spawn(p *pool, now time.Time) *worker {
 		feed:   p.cfg.QueueLimit + 1,
 	})
 	if err != nil {
+		d.obs.WorkerStartFailed(p.cfg.Name)
 		d.cooldown(p, now, "cannot start PROGRAM: "+err.Error())
 		return nil
 	}
+	d.obs.WorkerStarted(p.cfg.Name)
 	w.proc = proc
 	p.workers = append(p.workers, w)
 	if p.cooling {
@@ -103,6 +105,7 @@ func (d *Dispatcher) finish(fatal error) error {
 	if d.tally.dirty {
 		d.flushStats(ctx, d.now())
 	}
+	d.obs.Health(false)
 	d.log.Info("dispatcher stopped")
 	return fatal
 }

@@ -31,6 +31,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 		if d.stopping && d.workerCount() == 0 && d.job == nil {
 			return d.finish(fatal)
 		}
+		d.observePools()
 		timer.Reset(max(d.nextDeadline(now).Sub(d.now()), 0))
 		select {
 		case ev := <-d.events:
@@ -43,6 +44,8 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			d.woken()
 		case err := <-d.lisErr:
 			d.log.Error("listener connection failed; reconnecting", "err", err)
+			d.obs.Health(false)
+			d.obs.Reconnect(reason(err))
 			d.goBackground(func() { d.relisten(lctx) })
 		case lis := <-d.relisen:
 			_ = d.lis.Close(ctx)
@@ -50,6 +53,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			d.goBackground(func() { d.listen(lctx, lis) })
 			d.woken()
 			d.orphansNow = true
+			d.obs.Health(true)
 			d.log.Info("listener reconnected")
 		case err := <-d.fatal:
 			d.log.Error("stopping", "err", err)
@@ -115,6 +119,7 @@ func (d *Dispatcher) turn(now time.Time) {
 func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	d.log.Error("database: "+what+" failed; retrying", "err", err)
 	d.retryAt = now.Add(dbRetry)
+	d.obs.Reconnect(reason(err))
 	if queue.IsReadOnly(err) {
 		// A demoted primary: drop every connection so that the next ones
 		// find the new primary.
@@ -236,6 +241,17 @@ func (d *Dispatcher) flushStats(ctx context.Context, now time.Time) {
 	}
 	d.tally.reset()
 	d.lastFlush = now
+}
+
+// observePools reports each stage's workers and messages in flight.
+func (d *Dispatcher) observePools() {
+	for _, p := range d.pools {
+		inflight := 0
+		for _, w := range p.workers {
+			inflight += w.inflight.len()
+		}
+		d.obs.Pool(p.cfg.Name, len(p.workers), inflight)
+	}
 }
 
 func (d *Dispatcher) workerCount() int {

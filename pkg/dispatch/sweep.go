@@ -25,6 +25,7 @@ func (d *Dispatcher) sweeps(ctx context.Context, now time.Time) error {
 			d.log.Warn("reset running rows no worker holds", "count", n)
 			d.tally.global.Orphans += n
 			d.tally.dirty = true
+			d.obs.OrphansRescued(n)
 			d.woken()
 		}
 	}

@@ -103,7 +103,7 @@ func IsTransient(err error) bool {
 // IsReadOnly reports whether err says the server is a read-only standby.
 func IsReadOnly(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "25006"
+	return errors.Is(err, ErrRecovery) || (errors.As(err, &pe) && pe.Code == "25006")
 }
 
 // retry runs fn, re-running it a few times while it fails transiently.

@@ -15,8 +15,9 @@ type StageCap struct {
 
 // Claimed is a message the claim moved from pending to running.
 type Claimed struct {
-	ID    int64
-	Stage string
+	ID     int64
+	Stage  string
+	Waited float64 // seconds it was pending before the claim
 }
 
 // claimSQL takes, for each stage, up to its cap of pending rows in ingress
@@ -28,18 +29,21 @@ type Claimed struct {
 // against a sequential scan of the whole table (600 ms at 1M pending rows).
 const claimSQL = `
 WITH picked AS (
-    SELECT p.id
+    SELECT p.id, p.updated_at
       FROM unnest($1::text[], $2::int[]) AS c(stage, cap)
      CROSS JOIN LATERAL (
-           SELECT s.id FROM pepsi.state s
+           SELECT s.id, s.updated_at FROM pepsi.state s
             WHERE s.status = 'pending' AND s.stage = c.stage
             ORDER BY s.id
             LIMIT c.cap) p
+), upd AS (
+    UPDATE pepsi.state s
+       SET status = 'running', attempts = s.attempts + 1, updated_at = now()
+     WHERE s.id = ANY (ARRAY(SELECT id FROM picked)) AND s.status = 'pending'
+    RETURNING s.id, s.stage
 )
-UPDATE pepsi.state s
-   SET status = 'running', attempts = s.attempts + 1, updated_at = now()
- WHERE s.id = ANY (ARRAY(SELECT id FROM picked)) AND s.status = 'pending'
-RETURNING s.id, s.stage`
+SELECT upd.id, upd.stage, extract(epoch FROM clock_timestamp() - picked.updated_at)::float8
+  FROM upd JOIN picked ON picked.id = upd.id`
 
 // Claim moves pending rows to running, each stage up to its cap, and
 // appends them to dst. Order within the result is not defined.
@@ -77,7 +81,7 @@ func scanClaimed(rows pgx.Rows, err error, dst []Claimed) ([]Claimed, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var c Claimed
-		if err := rows.Scan(&c.ID, &c.Stage); err != nil {
+		if err := rows.Scan(&c.ID, &c.Stage, &c.Waited); err != nil {
 			return dst, err
 		}
 		dst = append(dst, c)

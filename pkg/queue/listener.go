@@ -22,6 +22,9 @@ type Listener struct {
 	channel string
 }
 
+// ErrRecovery is returned by Ping when the server is a read-only standby.
+var ErrRecovery = errors.New("server is in recovery (read-only standby)")
+
 // ErrLocked is returned by TryLock when another session holds the lock.
 var ErrLocked = errors.New("another dispatcher holds the lock")
 
@@ -126,7 +129,7 @@ func (l *Listener) Ping(ctx context.Context) error {
 		return err
 	}
 	if ro {
-		return errors.New("server is in recovery (read-only standby)")
+		return ErrRecovery
 	}
 	return nil
 }
