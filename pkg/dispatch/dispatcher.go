@@ -63,7 +63,8 @@ type Dispatcher struct {
 	wakeGen    uint64 // counts wakes, so a job's result does not hide a later one
 	nextPaused time.Time
 	checkPause bool
-	retryAt    time.Time // after a database error: no queue work before this
+	retryAt    time.Time     // after a database error: no queue work before this
+	backoff    time.Duration // the last wait after a database error; 0 after a success
 	tally      tally
 	lastFlush  time.Time
 	stopping   bool

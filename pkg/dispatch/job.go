@@ -67,6 +67,7 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 		return
 	}
 	d.spare = t.Settles[:0]
+	d.backoff = 0
 	woken := j.gen != d.wakeGen
 	if t.Resume {
 		d.nextPaused = res.NextPaused

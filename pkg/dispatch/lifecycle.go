@@ -97,7 +97,7 @@ func (d *Dispatcher) finish(fatal error) error {
 			break
 		}
 		d.log.Error("database: settling on shutdown failed; retrying", "err", err)
-		time.Sleep(dbRetry)
+		time.Sleep(time.Second)
 	}
 	if err != nil {
 		d.log.Error("giving up: messages stay running until the next start resets them", "count", len(d.settles))

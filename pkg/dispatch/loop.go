@@ -12,9 +12,6 @@ import (
 // pipeline went idle.
 const idleFlushGap = time.Second
 
-// dbRetry is how long the loop waits after a failed queue statement.
-const dbRetry = time.Second
-
 // loop is the dispatcher's one goroutine: it handles events, then takes a
 // turn (enforce deadlines, sweep, start the next queue job), then sleeps
 // until the next event, job result or deadline. One queue job (resume,
@@ -116,9 +113,14 @@ func (d *Dispatcher) turn(now time.Time) {
 	d.startJob(now)
 }
 
+// dbFailed holds queue work off for a backoff that doubles, with jitter,
+// from RECONNECT_MIN to RECONNECT_MAX while failures go on.
 func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
-	d.log.Error("database: "+what+" failed; retrying", "err", err)
-	d.retryAt = now.Add(dbRetry)
+	dc := &d.cfg.Dispatch
+	d.backoff = min(max(2*d.backoff, dc.ReconnectMin), dc.ReconnectMax)
+	wait := jitter(d.backoff)
+	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
+	d.retryAt = now.Add(wait)
 	d.obs.Reconnect(reason(err))
 	if queue.IsReadOnly(err) {
 		// A demoted primary: drop every connection so that the next ones
@@ -236,7 +238,7 @@ func (d *Dispatcher) flushStats(ctx context.Context, now time.Time) {
 	stages, global := d.tally.snapshot()
 	if err := d.db.AddStats(ctx, stages, global); err != nil {
 		d.log.Error("database: writing statistics failed; will retry", "err", err)
-		d.lastFlush = now.Add(-d.cfg.Dispatch.StatsInterval).Add(dbRetry)
+		d.lastFlush = now.Add(-d.cfg.Dispatch.StatsInterval).Add(time.Second)
 		return
 	}
 	d.tally.reset()
