@@ -5,7 +5,7 @@
 #   make bench        benchmarks, one iteration each (BENCHTIME=1x)
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
-#   make man          lint the hand-written man pages
+#   make man          check the hand-written man pages, render them in bin/man
 #   make clean        remove build outputs (not the private cluster:
 #                     scripts/pg-local stop --clean does that)
 #
@@ -75,8 +75,18 @@ vet:
 lint-man:
 	@bash scripts/lint-man
 
+# The pages are written by hand in roff; "building" them is checking them:
+# mandoc lint, then a Go test (no database) that fails when a command, flag,
+# pepsi.conf key, statistics column or metric is missing from its page; then
+# they are rendered as text into bin/man/ to read without installing.
 man: lint-man
-	@:
+	$(GO) test -count=1 -run '^TestMan' ./pkg/app/
+	@mkdir -p bin/man; \
+	for p in $(MAN1) $(MAN5) $(MAN7); do \
+		out=bin/man/$$(basename $$p).txt; \
+		if command -v mandoc >/dev/null 2>&1; then mandoc -T utf8 $$p; else groff -t -man -Tutf8 $$p; fi \
+			| sed 's/.\x08//g' > $$out || exit 1; \
+	done; echo "man: pages rendered in bin/man/"
 
 test: fmt-check vet lint-man
 	@race='$(RACE)'; if [ -z "$$race" ]; then echo "make test: WARNING: running WITHOUT -race (needs cgo and a C compiler: apt-get install -y gcc)" >&2; fi

@@ -20,7 +20,7 @@ import (
 var (
 	stageHelp = map[string]string{
 		"processed":    "Passes of the stage that answered success, fused passes included.",
-		"failed":       "Passes of the stage that failed: non-zero answers, crashes, timeouts, protocol errors.",
+		"failed":       "Passes of the stage that answered non-zero or broke the protocol.",
 		"timeouts":     "Workers of the stage killed because a message went unanswered for MAX_RUNTIME.",
 		"crashes":      "Workers of the stage that exited with messages outstanding.",
 		"busy_seconds": "Seconds the stage's workers spent on messages.",
