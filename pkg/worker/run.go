@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,7 +49,9 @@ var errConnLost = errors.New("database connection lost")
 // Run serves message ids from opts.In with fn until opts.In ends (then it
 // returns nil) or ctx is cancelled (then it returns ctx.Err() at once: the
 // message in hand is rolled back and not answered). Status lines go to
-// opts.Out, flushed whenever no further id is already waiting in opts.In.
+// opts.Out, flushed whenever no further id is already waiting in opts.In
+// (answers to pipelined ids are held at most a couple of milliseconds, to
+// go out in one write).
 // A lost database connection or a failed write to opts.Out ends Run with
 // an error. Run reads opts.In in a goroutine of its own, which is still
 // blocked in Read after a cancellation until opts.In is closed or ends.
@@ -77,19 +80,20 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	lines := make(chan input)
 	go readIDs(opts.In, lines, stop)
 
-	out := bufio.NewWriterSize(opts.Out, 64<<10)
+	out := &answers{w: bufio.NewWriterSize(opts.Out, 64<<10)}
+	defer out.stop()
 	var buf []byte
 	for {
 		var in input
 		select {
 		case <-ctx.Done():
-			_ = out.Flush()
+			_ = out.flush()
 			return ctx.Err()
 		case in = <-lines:
 		}
 		if in.err != nil {
-			if err := out.Flush(); err != nil {
-				return fmt.Errorf("writing status lines: %w", err)
+			if err := out.flush(); err != nil {
+				return err
 			}
 			if errors.Is(in.err, io.EOF) {
 				return nil
@@ -98,21 +102,88 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 		}
 		st, err := r.serve(ctx, in.line)
 		if ctx.Err() != nil && err != nil {
-			_ = out.Flush() // what was committed before is answered
+			_ = out.flush() // what was committed before is answered
 			return ctx.Err()
 		}
 		buf = protocol.Append(buf[:0], st)
-		if _, werr := out.Write(buf); werr != nil {
-			return fmt.Errorf("writing status lines: %w", werr)
-		}
-		if !in.more || err != nil {
-			if werr := out.Flush(); werr != nil {
-				return fmt.Errorf("writing status lines: %w", werr)
-			}
+		if werr := out.write(buf, in.more && err == nil); werr != nil {
+			return werr
 		}
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// maxHold is how long an answer may wait in the buffer for the answers to
+// the ids pipelined behind it, so that they go out in one write. It is
+// short: a slow next message must not hold an answer back (the dispatcher
+// times the head of the pipeline against MAX_RUNTIME).
+var maxHold = 2 * time.Millisecond
+
+// answers is the status-line writer: answers are flushed at once when no
+// further id is waiting, else after at most maxHold.
+type answers struct {
+	mu    sync.Mutex
+	w     *bufio.Writer
+	timer *time.Timer // pending flush of held answers
+	err   error       // the first write error; sticky
+}
+
+// write adds one status line; hold says another id is already waiting.
+func (a *answers) write(line []byte, hold bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
+	if _, err := a.w.Write(line); err != nil {
+		a.err = fmt.Errorf("writing status lines: %w", err)
+		return a.err
+	}
+	if !hold {
+		return a.flushLocked()
+	}
+	if a.timer == nil {
+		var t *time.Timer
+		t = time.AfterFunc(maxHold, func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if a.timer == t {
+				_ = a.flushLocked()
+			}
+		})
+		a.timer = t
+	}
+	return nil
+}
+
+func (a *answers) flush() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.flushLocked()
+}
+
+func (a *answers) flushLocked() error {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	if a.err == nil {
+		if err := a.w.Flush(); err != nil {
+			a.err = fmt.Errorf("writing status lines: %w", err)
+		}
+	}
+	return a.err
+}
+
+// stop cancels a pending flush.
+func (a *answers) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
 	}
 }
 

@@ -202,14 +202,18 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 
 // TestRunPipelined checks that ids that arrive together are answered in
 // one write, and that an id that arrives alone is answered (flushed)
-// before the next one is read.
+// before the next one is read. TestRunHoldBounded checks that a slow
+// message does not hold back the answer before it.
 func TestRunPipelined(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("finish", "finish", "finish", "finish", "finish")
 
+	restore := worker.SetMaxHold(time.Hour) // however slow this machine is
 	out := &countingWriter{}
 	in := strings.NewReader(itoa(ids[0]) + "\n" + itoa(ids[1]) + "\n" + itoa(ids[2]) + "\n")
-	if err := worker.Run(context.Background(), byPayload, f.opts(in, out)); err != nil {
+	err := worker.Run(context.Background(), byPayload, f.opts(in, out))
+	restore()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if out.buf.String() != "0\n0\n0\n" || out.writes != 1 {
@@ -254,6 +258,47 @@ func TestRunPipelined(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return at EOF")
+	}
+}
+
+// TestRunHoldBounded: two ids arrive together; the second message does
+// not finish until the first one's answer is out.
+func TestRunHoldBounded(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("finish", "finish")
+	outR, outW := io.Pipe()
+	got := make(chan string, 2)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, err := outR.Read(buf)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- string(buf[:n])
+		}
+	}()
+	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+		if m.ID == ids[1] {
+			select {
+			case a := <-got:
+				if a != "0\n" {
+					return worker.Outcome{}, errors.New("first answer: " + a)
+				}
+			case <-time.After(30 * time.Second):
+				return worker.Outcome{}, errors.New("the first answer was held back")
+			}
+		}
+		return worker.Finish(), nil
+	}
+	in := strings.NewReader(itoa(ids[0]) + "\n" + itoa(ids[1]) + "\n")
+	if err := worker.Run(context.Background(), fn, f.opts(in, outW)); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	if a := <-got; a != "0\n" {
+		t.Errorf("second answer %q", a)
 	}
 }
 
