@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -18,6 +20,31 @@ func lockAsDispatcher(t *testing.T, dsn string) *queue.Listener {
 		t.Fatalf("TryLock: %v", err)
 	}
 	return l
+}
+
+// fakeDispatcher holds the single-dispatcher lock on a plain session, and
+// can let go of it at once (closing a session releases its locks only when
+// the server gets round to it).
+type fakeDispatcher struct {
+	conn *pgx.Conn
+	pid  int32
+}
+
+func holdLock(t *testing.T, dsn string) *fakeDispatcher {
+	t.Helper()
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(testCtx(t), "SELECT pg_advisory_lock($1)", queue.DispatcherLock); err != nil {
+		t.Fatal(err)
+	}
+	return &fakeDispatcher{conn, int32(conn.PgConn().PID())}
+}
+
+func (f *fakeDispatcher) release(t *testing.T) {
+	t.Helper()
+	var ok bool
+	if err := f.conn.QueryRow(testCtx(t), "SELECT pg_advisory_unlock($1)", queue.DispatcherLock).Scan(&ok); err != nil || !ok {
+		t.Fatalf("unlock: %v, %v", ok, err)
+	}
 }
 
 // dirty gives rows the marks a redrive must clear.
@@ -157,12 +184,12 @@ func TestRedriveRunning(t *testing.T) {
 	db, dsn, ctx := newDB(t)
 	run := seed(t, db, "a", queue.Running, 3)
 
-	l := lockAsDispatcher(t, dsn)
+	l := holdLock(t, dsn)
 	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Running})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed != 0 || res.Held != 3 || res.Dispatcher == nil || res.Dispatcher.PID != int32(l.PID()) {
+	if res.Changed != 0 || res.Held != 3 || res.Dispatcher == nil || res.Dispatcher.PID != l.pid {
 		t.Fatalf("Redrive of running rows with a dispatcher = %+v", res)
 	}
 	if st := statuses(t, db, run); slices.ContainsFunc(st, func(s queue.Status) bool { return s != queue.Running }) {
@@ -170,13 +197,7 @@ func TestRedriveRunning(t *testing.T) {
 	}
 
 	// Without a dispatcher they are orphans, and may be redriven.
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the dispatcher lock to go", func() bool {
-		ok, _, err := db.DispatcherRunning(ctx)
-		return err == nil && !ok
-	})
+	l.release(t)
 	res, err = db.Redrive(ctx, queue.RedriveParams{Status: queue.Running})
 	if err != nil || res != (queue.Repair{Changed: 3}) {
 		t.Fatalf("Redrive of orphans = %+v, %v", res, err)
@@ -289,23 +310,17 @@ func TestPurgeRunning(t *testing.T) {
 	run := seed(t, db, "a", queue.Running, 5)
 
 	// A dispatcher holds them: dry run and purge both leave them.
-	l := lockAsDispatcher(t, dsn)
+	l := holdLock(t, dsn)
 	for _, dry := range []bool{true, false} {
 		res, err := db.Purge(ctx, queue.PurgeParams{Status: queue.Running, DryRun: dry})
-		if err != nil || res.Changed != 0 || res.Held != 5 || res.Dispatcher == nil || res.Dispatcher.PID != int32(l.PID()) {
+		if err != nil || res.Changed != 0 || res.Held != 5 || res.Dispatcher == nil || res.Dispatcher.PID != l.pid {
 			t.Fatalf("Purge (dry run %v) with a dispatcher = %+v, %v", dry, res, err)
 		}
 	}
 	if n := count(t, db, "SELECT count(*) FROM pepsi.state"); n != 5 {
 		t.Fatalf("held rows deleted: %d left", n)
 	}
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the dispatcher lock to go", func() bool {
-		ok, _, err := db.DispatcherRunning(ctx)
-		return err == nil && !ok
-	})
+	l.release(t)
 
 	// A dispatcher that starts half-way: the batches after it leave the
 	// running rows alone.
