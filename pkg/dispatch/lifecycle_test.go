@@ -83,10 +83,12 @@ func TestIdleReapAndPacking(t *testing.T) {
 	b.checkInvariants()
 }
 
-// TestMaxMessages: a worker is recycled after MAX_MESSAGES.
+// TestMaxMessages: a worker is recycled after MAX_MESSAGES, and the claim
+// never takes more than the workers can still be handed (MAX_MESSAGES
+// below QUEUE_LIMIT here).
 func TestMaxMessages(t *testing.T) {
-	b := setup(t, fast, "work\nPARALLELISM = 1\nQUEUE_LIMIT = 2\nMAX_MESSAGES = 5")
-	payloads := make([]string, 12)
+	b := setup(t, fast, "work\nPARALLELISM = 1\nQUEUE_LIMIT = 4\nMAX_MESSAGES = 2")
+	payloads := make([]string, 6)
 	for i := range payloads {
 		payloads[i] = "work=finish"
 	}
@@ -94,12 +96,15 @@ func TestMaxMessages(t *testing.T) {
 	b.start()
 	b.waitSettled(time.Minute)
 	if n := b.int64("SELECT count(*) FROM test_workers"); n != 3 {
-		t.Errorf("%d workers for 12 messages with MAX_MESSAGES 5, want 3", n)
+		t.Errorf("%d workers for 6 messages with MAX_MESSAGES 2, want 3", n)
 	}
-	if n := b.int64("SELECT max(c) FROM (SELECT count(*) AS c FROM test_passes GROUP BY pid) x"); n != 5 {
-		t.Errorf("a worker served %d messages, want at most 5", n)
+	if n := b.int64("SELECT max(c) FROM (SELECT count(*) AS c FROM test_passes GROUP BY pid) x"); n != 2 {
+		t.Errorf("a worker served %d messages, want at most 2", n)
 	}
 	b.checkInvariants()
+	if n := b.int64("SELECT reset FROM pepsi.dispatch_stats"); n != 0 {
+		t.Errorf("%d claimed messages put back unrun, want 0", n)
+	}
 }
 
 // TestPausedComesBack: a paused message is resumed when due and finishes.

@@ -31,22 +31,23 @@ func (p *pool) live() int {
 }
 
 // capacity is how many more messages the stage can take now: free slots of
-// its feedable workers plus QUEUE_LIMIT for each worker it may still start.
+// its feedable workers plus QUEUE_LIMIT (or MAX_MESSAGES, if smaller) for
+// each worker it may still start. A claim of this many can all be handed.
 func (p *pool) capacity(now time.Time) int {
 	if now.Before(p.coolUntil) {
 		return 0
 	}
 	c := 0
 	for _, w := range p.workers {
-		c += w.free(p.cfg.QueueLimit)
+		c += w.free(p.cfg.QueueLimit, p.cfg.MaxMessages)
 	}
-	return c + (p.cfg.Parallelism-p.live())*p.cfg.QueueLimit
+	return c + (p.cfg.Parallelism-p.live())*min(p.cfg.QueueLimit, p.cfg.MaxMessages)
 }
 
 // pick returns the earliest-started worker with a free slot, or nil.
 func (p *pool) pick() *worker {
 	for _, w := range p.workers {
-		if w.free(p.cfg.QueueLimit) > 0 {
+		if w.free(p.cfg.QueueLimit, p.cfg.MaxMessages) > 0 {
 			return w
 		}
 	}

@@ -43,12 +43,13 @@ type worker struct {
 	buf      []byte    // ids to write at the end of this turn
 }
 
-// free is how many more ids the worker may take now.
-func (w *worker) free(queueLimit int) int {
+// free is how many more ids the worker may take now: up to QUEUE_LIMIT in
+// flight and MAX_MESSAGES in its life.
+func (w *worker) free(queueLimit, maxMessages int) int {
 	if w.draining || w.stopping || w.gone {
 		return 0
 	}
-	return queueLimit - w.inflight.len()
+	return min(queueLimit-w.inflight.len(), maxMessages-w.handed)
 }
 
 // hand queues id for the worker; the ids are written at the end of the turn.
