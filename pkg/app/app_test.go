@@ -217,14 +217,6 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-func TestStubs(t *testing.T) {
-	for _, cmd := range []string{"httpd"} {
-		r := pepsi(t, "", cmd)
-		r.wantCode(t, 1)
-		r.wantOneError(t, "pepsi "+cmd+": not implemented yet")
-	}
-}
-
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "pepsi.conf")

@@ -1,14 +1,17 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
-
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
+	"github.com/pepsi-dev/pepsi/pkg/metrics"
 )
 
 func dispatchCommand() *cli.Command {
@@ -40,9 +43,32 @@ func runDispatch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := dispatch.New(dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")})
+	opts := dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")}
+	var m *metrics.Dispatcher
+	if cfg.Dispatch.MetricsListen != "" {
+		src := metrics.NewSource(cfg.DSN, "pepsi dispatch metrics")
+		defer src.Close()
+		m = metrics.NewDispatcher(metrics.DispatcherOptions{Stages: cfg.StageNames(), Source: src, Version: c.App.Version, Log: log})
+		opts.Observe = m
+	}
+	d, err := dispatch.New(opts)
 	if err != nil {
 		return invalid("%v", err)
+	}
+	if m != nil {
+		// Bound before the dispatcher starts: a standby waiting for the
+		// lock answers /healthz with 503.
+		addr := cfg.Dispatch.MetricsListen
+		srv := metrics.NewServer(m.Handler(), log)
+		if err := srv.Start(addr); err != nil {
+			return fmt.Errorf("METRICS_LISTEN %s: %w", addr, err)
+		}
+		log.Info("serving metrics", "addr", srv.Addr(), "metrics", "http://"+srv.Addr()+"/metrics")
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Stop(ctx)
+		}()
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

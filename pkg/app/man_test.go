@@ -41,7 +41,7 @@ import (
 const manDir = "../../man"
 
 // commandsWithoutPage are documented in pepsi(1) only.
-var commandsWithoutPage = map[string]bool{"version": true, "httpd": true}
+var commandsWithoutPage = map[string]bool{"version": true}
 
 // manSection is the part of a page under one .SH or .SS heading.
 type manSection struct {

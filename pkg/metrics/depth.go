@@ -1,0 +1,132 @@
+package metrics
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// queueCounts is one count of the queue: messages per stage and status,
+// and the database's clock when it was taken.
+type queueCounts struct {
+	now    time.Time
+	counts []queue.Count
+}
+
+// readCounts counts the queue through src.
+func readCounts(ctx context.Context, src *Source) (queueCounts, error) {
+	db, err := src.DB(ctx)
+	if err != nil {
+		return queueCounts{}, err
+	}
+	var q queueCounts
+	if q.counts, err = db.Counts(ctx); err != nil {
+		return q, err
+	}
+	q.now, err = db.Now(ctx)
+	return q, err
+}
+
+// depthKey is one stage × status.
+type depthKey struct {
+	stage  string
+	status queue.Status
+}
+
+// byKey indexes the counts.
+func (q *queueCounts) byKey() map[depthKey]queue.Count {
+	m := make(map[depthKey]queue.Count, len(q.counts))
+	for _, c := range q.counts {
+		m[depthKey{c.Stage, c.Status}] = c
+	}
+	return m
+}
+
+// oldestAge is how long the oldest message of c has been unchanged, in
+// seconds; 0 for none.
+func (q *queueCounts) oldestAge(c queue.Count) float64 {
+	if c.N == 0 {
+		return 0
+	}
+	return max(q.now.Sub(c.Oldest), 0).Seconds()
+}
+
+// stageNames returns the union of names and the stages of counts, sorted.
+func stageNames(names []string, more ...[]string) []string {
+	out := slices.Clone(names)
+	for _, m := range more {
+		out = append(out, m...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (q *queueCounts) stages() []string {
+	out := make([]string, len(q.counts))
+	for i, c := range q.counts {
+		out[i] = c.Stage
+	}
+	return out
+}
+
+// depthCollector is the dispatcher's view of the queue: pepsi_queue_depth
+// and pepsi_queue_oldest_pending_age_seconds, counted on scrape (at most
+// once per MaxAge), for every stage configured or with messages and every
+// status, zeros included.
+type depthCollector struct {
+	stages   []string
+	counts   *cache[queueCounts]
+	log      *episode
+	depth    *prometheus.Desc
+	oldest   *prometheus.Desc
+	failures prometheus.Counter
+}
+
+func newDepthCollector(src *Source, stages []string, maxAge time.Duration, log *episode) *depthCollector {
+	return &depthCollector{
+		stages: stages,
+		counts: &cache[queueCounts]{maxAge: maxAge, read: func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, src) }},
+		log:    log,
+		depth: prometheus.NewDesc("pepsi_queue_depth",
+			"Messages in the queue by stage and status, counted at most every few seconds when scraped.",
+			[]string{"stage", "status"}, nil),
+		oldest: prometheus.NewDesc("pepsi_queue_oldest_pending_age_seconds",
+			"How long the oldest pending message of the stage has waited, in seconds; 0 when none is pending.",
+			[]string{"stage"}, nil),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pepsi_queue_count_failures_total",
+			Help: "Scrapes whose count of the queue failed (its series were left out of them).",
+		}),
+	}
+}
+
+func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- d.depth
+	ch <- d.oldest
+	d.failures.Describe(ch)
+}
+
+func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+	defer cancel()
+	q, err := d.counts.get(ctx)
+	if err != nil {
+		d.failures.Inc()
+		d.log.failed(err)
+		d.failures.Collect(ch)
+		return
+	}
+	d.log.ok()
+	d.failures.Collect(ch)
+	by := q.byKey()
+	for _, stage := range stageNames(d.stages, q.stages()) {
+		for _, st := range queue.Statuses {
+			ch <- prometheus.MustNewConstMetric(d.depth, prometheus.GaugeValue, float64(by[depthKey{stage, st}].N), stage, string(st))
+		}
+		ch <- prometheus.MustNewConstMetric(d.oldest, prometheus.GaugeValue, q.oldestAge(by[depthKey{stage, queue.Pending}]), stage)
+	}
+}
