@@ -35,6 +35,22 @@ RECONNECT_MAX = 1
 ORPHAN_SWEEP = 2
 SPAWN_COOLDOWN = 0.2`
 
+// chaosWith is chaosDispatch with keys set or replaced ("RECONNECT_MIN = 1").
+func chaosWith(settings ...string) string {
+	lines := strings.Split(chaosDispatch, "\n")
+	for _, kv := range settings {
+		key, _, _ := strings.Cut(kv, "=")
+		key = strings.TrimSpace(key)
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+" ") })
+		if i < 0 {
+			lines = append(lines, kv)
+		} else {
+			lines[i] = kv
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // chaosRetries retries a failed pass quickly.
 const chaosRetries = "RETRIES = 3\nRETRY_DELAY = 0.1\nRETRY_DELAY_MAX = 0.5"
 
@@ -67,7 +83,14 @@ type faults struct {
 	kinds    map[string]int
 }
 
+// newFaults starts the record of b's faults; the dispatcher's log is shown
+// when the test fails.
 func newFaults(b *bundle) *faults {
+	b.t.Cleanup(func() {
+		if b.t.Failed() || os.Getenv("CHAOS_LOGS") != "" {
+			b.t.Logf("dispatcher log:\n%s", b.logs)
+		}
+	})
 	return &faults{b: b, inflight: make(map[int64]bool), kinds: make(map[string]int)}
 }
 
@@ -75,6 +98,7 @@ func newFaults(b *bundle) *faults {
 func (f *faults) mark(kind string) {
 	f.b.t.Helper()
 	f.kinds[kind]++
+	f.b.t.Logf("%s: %s", time.Now().Format("15:04:05.000"), kind)
 	for _, id := range f.b.ids("SELECT id FROM pepsi.state WHERE status = 'running'") {
 		f.inflight[id] = true
 	}
@@ -398,6 +422,8 @@ func (c *cluster) run(args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	start := time.Now()
+	defer func() { c.t.Logf("pg-local %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond)) }()
 	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Env = append(os.Environ(), "PEPSI_PG_DIR="+c.dir, "PEPSI_PG_PORT="+c.port)
 	var stderr strings.Builder

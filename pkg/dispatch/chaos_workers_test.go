@@ -12,7 +12,7 @@ import (
 // asked for, or a kill of the worker that had it; no pass ran twice; the
 // statistics agree with the rows.
 func TestChaosWorkers(t *testing.T) {
-	b := setup(t, chaosDispatch+"\nMAX_RUNTIME = 1.5",
+	b := setup(t, chaosWith("MAX_RUNTIME = 1.5"),
 		chaosStages(chaosRetries, "", chaosRetries)...)
 	f := newFaults(b)
 	const total = 240
