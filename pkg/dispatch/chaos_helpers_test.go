@@ -423,7 +423,9 @@ func (c *cluster) run(args ...string) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	defer func() { c.t.Logf("pg-local %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond)) }()
+	defer func() {
+		c.t.Logf("pg-local %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	}()
 	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Env = append(os.Environ(), "PEPSI_PG_DIR="+c.dir, "PEPSI_PG_PORT="+c.port)
 	var stderr strings.Builder
