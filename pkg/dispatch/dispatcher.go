@@ -65,6 +65,7 @@ type Dispatcher struct {
 	checkPause bool
 	retryAt    time.Time     // after a database error: no queue work before this
 	backoff    time.Duration // the last wait after a database error; 0 after a success
+	lockless   bool          // the lock session failed: no queue work until it is back with the lock
 	tally      tally
 	lastFlush  time.Time
 	stopping   bool

@@ -126,7 +126,8 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 	})
 	for _, c := range claimed {
 		p := d.byName[c.Stage]
-		if d.stopping {
+		if d.stopping || d.lockless {
+			// Claimed as the lock was lost: not handed out.
 			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: p.cfg.Name, Verdict: queue.Requeue})
 			continue
 		}

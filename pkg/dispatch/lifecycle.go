@@ -92,7 +92,11 @@ func (d *Dispatcher) finish(fatal error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	for attempt := 0; attempt < 10; attempt++ {
+	if d.lockless && len(d.settles) > 0 {
+		// Another dispatcher may hold the lock and these rows by now.
+		err = errors.New("the dispatcher lock is not held")
+	}
+	for attempt := 0; attempt < 10 && !d.lockless; attempt++ {
 		if err = d.settleNow(ctx); err == nil {
 			break
 		}

@@ -40,6 +40,10 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 		case <-d.wake:
 			d.woken()
 		case err := <-d.lisErr:
+			// The lock went with the session: another dispatcher may take
+			// it now. Until the lock is ours again the queue is not ours
+			// either: answers are kept, nothing is claimed.
+			d.lockless = true
 			d.log.Error("listener connection failed; reconnecting", "err", err)
 			d.obs.Health(false)
 			d.obs.Reconnect(reason(err))
@@ -47,6 +51,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 		case lis := <-d.relisen:
 			_ = d.lis.Close(ctx)
 			d.lis = lis
+			d.lockless = false
 			d.goBackground(func() { d.listen(lctx, lis) })
 			d.woken()
 			d.orphansNow = true
@@ -95,7 +100,7 @@ const opTimeout = 30 * time.Second
 // turn does the work the events and clock call for.
 func (d *Dispatcher) turn(now time.Time) {
 	d.watch(now)
-	if d.job != nil || now.Before(d.retryAt) {
+	if d.job != nil || now.Before(d.retryAt) || d.lockless {
 		return
 	}
 	if !d.stopping {
@@ -170,6 +175,8 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 	switch {
 	case d.job != nil:
 		// Its result wakes the loop.
+	case d.lockless:
+		// The reconnected listener wakes it.
 	case now.Before(d.retryAt):
 		soon(d.retryAt)
 	default:
