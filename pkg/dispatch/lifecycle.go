@@ -109,6 +109,7 @@ func (d *Dispatcher) finish(fatal error) error {
 	if d.tally.dirty {
 		d.flushStats(ctx, d.now())
 	}
+	d.observePools()
 	d.obs.Health(false)
 	d.log.Info("dispatcher stopped")
 	return fatal
