@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/worker"
 	"github.com/pepsi-dev/pepsi/pkg/worker/workertest"
 )
 
@@ -19,6 +20,9 @@ import (
 var stageBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(statusLineStage) != "" {
+		worker.MainOnStatusLine(onStatusLine) // run as a stage program
+	}
 	dir, err := os.MkdirTemp("", "pepsi-worker-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

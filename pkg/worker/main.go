@@ -20,9 +20,14 @@ import (
 // defined it: a stage can define flags of its own before calling Main, and
 // give them in PROGRAM (PROGRAM = /usr/lib/pepsi/parse --strict). Arguments
 // other than flags are a usage error.
-func Main(fn Func) { os.Exit(run(fn)) }
+func Main(fn Func) { os.Exit(run(fn, InTransaction)) }
 
-func run(fn Func) int {
+// MainOnStatusLine is Main for a stage whose work happens outside the
+// database: fn runs outside any transaction and its outcome is answered on
+// the status line for the dispatcher to apply (see OnStatusLine).
+func MainOnStatusLine(fn Func) { os.Exit(run(fn, OnStatusLine)) }
+
+func run(fn Func, mode Mode) int {
 	name := filepath.Base(os.Args[0])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
 		// The dispatcher stamps each line it relays; no time of our own.
@@ -53,10 +58,11 @@ func run(fn Func) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	app := "pepsi-worker " + name
-	if s := os.Getenv("PEPSI_STAGE"); s != "" {
-		app = "pepsi-worker " + s
+	stage := os.Getenv("PEPSI_STAGE")
+	if stage != "" {
+		app = "pepsi-worker " + stage
 	}
-	err = Run(ctx, fn, Options{DSN: cfg.DSN, AppName: app, In: os.Stdin, Out: os.Stdout, Log: log})
+	err = Run(ctx, fn, Options{DSN: cfg.DSN, AppName: app, In: os.Stdin, Out: os.Stdout, Log: log, Mode: mode, Stage: stage})
 	if err == nil || errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return 0
 	}

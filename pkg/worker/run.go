@@ -34,7 +34,34 @@ type Options struct {
 	// TxOptions are the options of every message's transaction (isolation
 	// level and so on); the zero value is the server's default.
 	TxOptions pgx.TxOptions
+	// Mode says how outcomes reach the queue: InTransaction (the default)
+	// or OnStatusLine.
+	Mode Mode
+	// Stage is the stage this program serves (Main takes $PEPSI_STAGE).
+	// In OnStatusLine mode it is Message.Stage before Load, and an
+	// Advance to it is refused; "" leaves both unknown.
+	Stage string
 }
+
+// Mode says how a stage's outcome reaches the queue.
+type Mode uint8
+
+const (
+	// InTransaction serves each message in a transaction that holds its
+	// locked queue row; the outcome is applied with the SQL API in that
+	// transaction, which commits before the answer "0" goes out.
+	InTransaction Mode = iota
+	// OnStatusLine serves each message outside any transaction, with no
+	// row lock and Message.Tx nil, and answers the outcome on the status
+	// line ("0 next:STAGE", "0 done", "0 pause:SECONDS") for the
+	// dispatcher to apply in its batched statements: a message costs the
+	// stage no commit. It is for stages whose work happens outside the
+	// database. Only the message's id and stage are known up front;
+	// Message.Load reads the rest. Fail still marks the message failed
+	// itself (pepsi.fail, one statement): failures are rare and keep
+	// their meaning. The connection is made when first needed.
+	OnStatusLine
+)
 
 // maxIDLine bounds an input line; an id has at most 20 characters.
 const maxIDLine = 4096
@@ -62,17 +89,26 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	if opts.In == nil || opts.Out == nil {
 		return errors.New("worker: Options.In and Options.Out are required")
 	}
-	r := &runner{fn: fn, conn: opts.Conn, log: opts.Log, txo: opts.TxOptions}
+	r := &runner{fn: fn, conn: opts.Conn, log: opts.Log, txo: opts.TxOptions, mode: opts.Mode, stage: opts.Stage}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
 	if r.conn == nil {
-		conn, err := connect(ctx, opts.DSN, opts.AppName)
+		cfg, err := connConfig(opts.DSN, opts.AppName)
 		if err != nil {
 			return err
 		}
-		defer conn.Close(context.Background())
-		r.conn = conn
+		r.connCfg = cfg
+		if r.mode != OnStatusLine {
+			if _, err := r.db(ctx); err != nil {
+				return err
+			}
+		}
+		defer func() {
+			if r.conn != nil {
+				r.conn.Close(context.Background())
+			}
+		}()
 	}
 
 	stop := make(chan struct{})
@@ -187,8 +223,8 @@ func (a *answers) stop() {
 	}
 }
 
-// connect opens the one connection of a worker.
-func connect(ctx context.Context, dsn, app string) (*pgx.Conn, error) {
+// connConfig parses the DSN of a worker's one connection.
+func connConfig(dsn, app string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bad DSN: %w", err)
@@ -199,11 +235,32 @@ func connect(ctx context.Context, dsn, app string) (*pgx.Conn, error) {
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = app
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	return cfg, nil
+}
+
+// db returns the worker's one connection, making it on first use. A
+// failure to connect is kept: the worker has lost its database.
+func (r *runner) db(ctx context.Context) (*pgx.Conn, error) {
+	if r.conn != nil {
+		return r.conn, nil
+	}
+	if r.connErr != nil {
+		return nil, r.connErr
+	}
+	conn, err := pgx.ConnectConfig(ctx, r.connCfg)
 	if err != nil {
+		if ctx.Err() == nil {
+			r.connErr = fmt.Errorf("connect to database: %w", err)
+		}
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
+	r.conn = conn
 	return conn, nil
+}
+
+// lost reports whether the worker's connection is gone for good.
+func (r *runner) lost() bool {
+	return r.connErr != nil || r.conn != nil && r.conn.IsClosed()
 }
 
 // input is one line of ids, and whether a whole next line is already
@@ -255,10 +312,14 @@ func peekBuffered(br *bufio.Reader) []byte {
 
 // runner holds what serving a message needs.
 type runner struct {
-	fn   Func
-	conn *pgx.Conn
-	log  *slog.Logger
-	txo  pgx.TxOptions
+	fn      Func
+	conn    *pgx.Conn // nil until made (OnStatusLine connects when first needed)
+	connCfg *pgx.ConnConfig
+	connErr error // connecting failed: the database is lost
+	log     *slog.Logger
+	txo     pgx.TxOptions
+	mode    Mode
+	stage   string
 }
 
 // serve answers one input line. A non-nil error ends Run: after the answer
@@ -270,24 +331,61 @@ func (r *runner) serve(ctx context.Context, line []byte) (protocol.Status, error
 		return protocol.Status{Code: 1, Text: "bad message id " + protocol.Quote(line)}, nil
 	}
 	for pass := 1; ; pass++ {
-		fused, err := r.pass(ctx, id)
+		var st protocol.Status
+		var err error
+		if r.mode == OnStatusLine {
+			st, err = r.answerPass(ctx, id)
+		} else {
+			st.Fused, err = r.pass(ctx, id)
+		}
 		if err == nil {
-			return protocol.Status{Fused: fused}, nil
+			return st, nil
 		}
 		if ctx.Err() != nil {
 			return protocol.Status{}, ctx.Err()
 		}
-		if isTransient(err) && pass < maxPasses && !r.conn.IsClosed() {
+		if isTransient(err) && pass < maxPasses && !r.lost() {
 			r.log.Warn("transient error; running the message again", "id", id, "pass", pass, "err", err)
 			continue
 		}
 		r.log.Error("message failed", "id", id, "err", err)
-		st := protocol.Status{Code: 1, Text: err.Error()}
-		if r.conn.IsClosed() {
+		st = protocol.Status{Code: 1, Text: err.Error()}
+		if r.lost() {
 			return st, fmt.Errorf("%w: %v", errConnLost, err)
 		}
 		return st, nil
 	}
+}
+
+// answerPass runs fn for message id outside any transaction and returns
+// the status line that carries its outcome (OnStatusLine).
+func (r *runner) answerPass(ctx context.Context, id int64) (protocol.Status, error) {
+	m := &Message{ID: id, Stage: r.stage, r: r}
+	out, err := r.call(ctx, m)
+	if err != nil {
+		return protocol.Status{}, err
+	}
+	if err := checkFused(m.fused); err != nil {
+		return protocol.Status{}, err
+	}
+	st, err := out.answer(ctx, m)
+	if err != nil {
+		return protocol.Status{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return protocol.Status{}, err // told to stop: the dispatcher puts it back
+	}
+	st.Fused = m.fused
+	return st, nil
+}
+
+func checkFused(fused []protocol.Fused) error {
+	for _, f := range fused {
+		if !protocol.ValidStage([]byte(f.Stage)) {
+			return fmt.Errorf("fused stage %q is not a stage name", f.Stage)
+		}
+	}
+	return nil
 }
 
 // pass runs fn for message id in a transaction and commits its outcome.
@@ -303,30 +401,16 @@ func (r *runner) pass(ctx context.Context, id int64) ([]protocol.Fused, error) {
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
-	m := &Message{ID: id, Tx: tx}
-	var status string
-	err = tx.QueryRow(ctx, `
-		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
-		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id
-		 WHERE s.id = $1
-		   FOR UPDATE OF s`, id).Scan(&m.Stage, &status, &m.Attempts, &m.CreatedAt, &m.Headers, &m.Payload)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("message %d does not exist", id)
-	}
-	if err != nil {
+	m := &Message{ID: id, Tx: tx, loaded: true}
+	if err := m.read(ctx, tx, " FOR UPDATE OF s"); err != nil {
 		return nil, err
-	}
-	if status != "running" {
-		return nil, fmt.Errorf("message %d is not running (it is %s at stage %s)", id, status, m.Stage)
 	}
 	out, err := r.call(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range m.fused {
-		if !protocol.ValidStage([]byte(f.Stage)) {
-			return nil, fmt.Errorf("fused stage %q is not a stage name", f.Stage)
-		}
+	if err := checkFused(m.fused); err != nil {
+		return nil, err
 	}
 	if err := out.apply(ctx, m); err != nil {
 		return nil, err

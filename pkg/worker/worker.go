@@ -45,6 +45,16 @@
 // back and left unanswered — the dispatcher, which is what sends SIGTERM,
 // puts it back in the queue — and the program exits at once.
 //
+// A stage whose work happens outside the database (a call to another
+// service, a file written) need not pay a commit per message: with
+// MainOnStatusLine (Options.Mode = OnStatusLine) the function runs outside
+// any transaction, m.Tx is nil, and its outcome goes on the status line —
+// "0 next:deliver", "0 done", "0 pause:30" — for the dispatcher to apply
+// in the batched statements it runs anyway. Only m.ID and m.Stage are
+// known up front; m.Load reads the payload and the rest when the stage
+// needs them. worker.Fail is still carried out by the stage itself
+// (pepsi.fail), so that a dead letter keeps its reason.
+//
 // Run is the same loop for any reader and writer, for tests and for
 // programs that set up their own connection or signals.
 package worker
@@ -52,6 +62,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -75,10 +86,61 @@ type Message struct {
 	Payload   []byte          // pepsi.message.payload
 	// Tx is the transaction that holds the message's queue row. Do the
 	// stage's work in it: it commits together with the outcome. Do not
-	// commit or roll it back yourself.
+	// commit or roll it back yourself. Nil in OnStatusLine mode.
 	Tx pgx.Tx
 
-	fused []protocol.Fused
+	fused  []protocol.Fused
+	r      *runner // OnStatusLine: for Load and Fail
+	loaded bool    // the fields above are read from the rows
+}
+
+// messageSQL reads a message's queue row and message row.
+const messageSQL = `
+		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
+		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id
+		 WHERE s.id = $1`
+
+// read fills m from its rows (lock: a locking clause or "") and checks
+// that the message is running.
+func (m *Message) read(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, lock string) error {
+	var status string
+	err := q.QueryRow(ctx, messageSQL+lock, m.ID).Scan(&m.Stage, &status, &m.Attempts, &m.CreatedAt, &m.Headers, &m.Payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("message %d does not exist", m.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if status != "running" {
+		return fmt.Errorf("message %d is not running (it is %s at stage %s)", m.ID, status, m.Stage)
+	}
+	return nil
+}
+
+// Load reads the message's stage, attempts, creation time, headers and
+// payload, in OnStatusLine mode, where only ID and Stage are known up front
+// (one query, no transaction, no lock); an error says the message is not
+// running or the database failed, and is best returned as the pass's
+// error. In the default mode everything is read before the stage function
+// runs and Load does nothing.
+func (m *Message) Load(ctx context.Context) error {
+	if m.loaded {
+		return nil
+	}
+	if m.r == nil {
+		return errors.New("worker: Load outside a pass")
+	}
+	conn, err := m.r.db(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.read(ctx, conn, ""); err != nil {
+		return err
+	}
+	m.loaded = true
+	return nil
 }
 
 // Header returns the header key: its value if it is a JSON string, its JSON
@@ -157,11 +219,8 @@ func (o Outcome) String() string {
 	return "no outcome"
 }
 
-// apply carries the outcome out with the SQL API in tx. pkg/worker is a
-// client of the SQL API like a stage in any other language: these are the
-// stage-side calls, not the dispatcher's DAO (pkg/queue).
-func (o Outcome) apply(ctx context.Context, m *Message) error {
-	var err error
+// check refuses an outcome that cannot be carried out for m.
+func (o Outcome) check(m *Message) error {
 	switch o.kind {
 	case advance:
 		if !protocol.ValidStage([]byte(o.stage)) {
@@ -170,18 +229,62 @@ func (o Outcome) apply(ctx context.Context, m *Message) error {
 		if o.stage == m.Stage {
 			return fmt.Errorf("cannot advance to %s: the message is already there (to run it again, pause it)", o.stage)
 		}
-		_, err = m.Tx.Exec(ctx, "SELECT pepsi.advance($1, $2)", m.ID, o.stage)
-	case finish:
-		_, err = m.Tx.Exec(ctx, "SELECT pepsi.finish($1)", m.ID)
 	case pause:
 		if o.delay < 0 {
 			return fmt.Errorf("cannot pause for %s: negative delay", o.delay)
 		}
+	case none:
+		return fmt.Errorf("the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)")
+	}
+	return nil
+}
+
+// maxPause is the longest pause a status line carries, in seconds.
+const maxPause = 1e9
+
+// answer is the status line that carries the outcome, for the dispatcher
+// to apply (OnStatusLine). A Fail is carried out at once, with pepsi.fail
+// outside any transaction, and answered with a plain 0.
+func (o Outcome) answer(ctx context.Context, m *Message) (protocol.Status, error) {
+	if err := o.check(m); err != nil {
+		return protocol.Status{}, err
+	}
+	switch o.kind {
+	case advance:
+		return protocol.Status{Move: protocol.Advance, Next: o.stage}, nil
+	case finish:
+		return protocol.Status{Move: protocol.Finish}, nil
+	case pause:
+		if o.delay.Seconds() > maxPause {
+			return protocol.Status{}, fmt.Errorf("cannot pause for %s on the status line: longer than %g s", o.delay, float64(maxPause))
+		}
+		return protocol.Status{Move: protocol.Pause, Delay: o.delay.Seconds()}, nil
+	}
+	conn, err := m.r.db(ctx)
+	if err != nil {
+		return protocol.Status{}, err
+	}
+	_, err = conn.Exec(ctx, "SELECT pepsi.fail($1, $2)", m.ID, o.reason)
+	return protocol.Status{}, err
+}
+
+// apply carries the outcome out with the SQL API in tx. pkg/worker is a
+// client of the SQL API like a stage in any other language: these are the
+// stage-side calls, not the dispatcher's DAO (pkg/queue).
+func (o Outcome) apply(ctx context.Context, m *Message) error {
+	if err := o.check(m); err != nil {
+		return err
+	}
+	var err error
+	switch o.kind {
+	case advance:
+		_, err = m.Tx.Exec(ctx, "SELECT pepsi.advance($1, $2)", m.ID, o.stage)
+	case finish:
+		_, err = m.Tx.Exec(ctx, "SELECT pepsi.finish($1)", m.ID)
+	case pause:
 		_, err = m.Tx.Exec(ctx, "SELECT pepsi.pause($1, make_interval(secs => $2))", m.ID, o.delay.Seconds())
 	case fail:
 		_, err = m.Tx.Exec(ctx, "SELECT pepsi.fail($1, $2)", m.ID, o.reason)
-	default:
-		return fmt.Errorf("the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)")
 	}
 	return err
 }
