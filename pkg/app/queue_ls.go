@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -185,7 +186,7 @@ func (c *columns) row(cells []string) {
 			b = append(b, strings.Repeat(" ", max(pad, 1))...)
 		}
 	}
-	b = append(b[:len(strings.TrimRight(string(b), " "))], '\n')
+	b = append(bytes.TrimRight(b, " "), '\n')
 	c.buf = b
 	c.w.Write(b) //nolint:errcheck // the bufio.Writer's Flush reports it
 }

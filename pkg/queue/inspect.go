@@ -66,7 +66,11 @@ func scanRow(r pgx.CollectableRow) (Row, error) {
 	return x, err
 }
 
-// List returns the messages that match p in id order.
+// List returns the messages that match p in id order. The bound on m.id
+// repeats the one on s.id because the planner does not carry a range
+// across the join: without it, the merge join walks message_pkey from the
+// start for every page, and paging through the queue becomes quadratic
+// (250 pages of 1000 out of 500 000 rows: 19 s instead of 3.4 s).
 func (db *DB) List(ctx context.Context, p ListParams) ([]Row, error) {
 	limit := int64(p.Limit)
 	if limit <= 0 {
@@ -77,7 +81,7 @@ func (db *DB) List(ctx context.Context, p ListParams) ([]Row, error) {
 		 WHERE ($1 = '' OR s.stage = $1)
 		   AND ($2 = '' OR s.status = $2)
 		   AND s.updated_at <= now() - $3::interval
-		   AND s.id > $4
+		   AND s.id > $4 AND m.id > $4
 		 ORDER BY s.id
 		 LIMIT CASE WHEN $5::bigint < 0 THEN NULL ELSE $5::bigint END`,
 		p.Stage, string(p.Status), p.OlderThan, p.AfterID, limit)
