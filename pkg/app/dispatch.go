@@ -70,7 +70,9 @@ func runDispatch(c *cli.Context) error {
 			_ = srv.Stop(ctx)
 		}()
 	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP (a closed terminal) stops it cleanly too, rather than killing it
+	// with its messages left running.
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return d.Run(ctx)
 }

@@ -126,6 +126,11 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 	})
 	for _, c := range claimed {
 		p := d.byName[c.Stage]
+		if p == nil {
+			// Its stage was changed by hand while the claim ran.
+			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: c.Stage, Verdict: queue.Requeue})
+			continue
+		}
 		if d.stopping || d.lockless {
 			// Claimed as the lock was lost: not handed out.
 			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: p.cfg.Name, Verdict: queue.Requeue})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -83,11 +84,19 @@ type connectError struct{ ce *pgconn.ConnectError }
 func (e *connectError) Error() string { return e.ce.Unwrap().Error() }
 func (e *connectError) Unwrap() error { return e.ce }
 
-// IsConnectFailure reports whether err is a failure to reach or log in to
-// the server, which may go away when retried.
+// IsConnectFailure reports whether err is a failure to reach the server,
+// which may go away when retried. A refused login (SQLSTATE class 28) or a
+// missing database (3D000) is not: retrying will not mend it.
 func IsConnectFailure(err error) bool {
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ce)
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
+		return false
+	}
+	return true
 }
 
 // IsTransient reports whether err is a serialization failure or deadlock
