@@ -99,14 +99,13 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 			time.Sleep(d)
 		}
 	}
+	// A pass is its record and its transition, in one round trip: the two
+	// statements of a batch run in one implicit transaction (one Sync).
 	pass := func(sql string, args ...any) error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid()); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, sql, args...)
-			return err
-		})
+		b := &pgx.Batch{}
+		b.Queue("INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid())
+		b.Queue(sql, args...)
+		return conn.SendBatch(ctx, b).Close()
 	}
 	finish := func() error { return pass("SELECT pepsi.finish($1)", id) }
 	switch action {
