@@ -22,11 +22,9 @@ func dispatchCommand() *cli.Command {
 		Description: "Claims queued messages and feeds their ids to the stage programs of the\n" +
 			"configuration, until SIGINT or SIGTERM. Exactly one dispatcher runs per\n" +
 			"database: a second one exits 1, or with --standby waits to take over.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "standby", DisableDefaultText: true, Usage: "wait for the running dispatcher to go away, then take over"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT`: text or json"},
-		},
+		}, logFlags()...),
 		Action: runDispatch,
 	}
 }
@@ -75,6 +73,14 @@ func runDispatch(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return d.Run(ctx)
+}
+
+// logFlags are the --log-level and --log-format flags of the long-running commands.
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT`: text or json"},
+	}
 }
 
 // newLogger builds the structured logger the dispatcher writes to w.

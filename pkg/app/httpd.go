@@ -24,11 +24,9 @@ func httpdCommand() *cli.Command {
 			"queue's depth, whether a dispatcher runs), read from the database when\n" +
 			"scraped; on /healthz, 200 while the database answers. It runs until\n" +
 			"SIGINT or SIGTERM and does not touch the dispatcher.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Usage: "serve on `ADDR`, HOST:PORT or :PORT (required)"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT`: text or json"},
-		},
+		}, logFlags()...),
 		Action: runHTTPD,
 	}
 }
