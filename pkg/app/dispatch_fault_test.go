@@ -590,3 +590,22 @@ func TestDispatchPayloads(t *testing.T) {
 	}
 	f.checkStats(queue.DispatchStats{}, f.stats(), f.count("done"), f.count("failed"))
 }
+
+// TestDispatchStandbySigterm: a standby stopped with SIGTERM while it waits
+// for the lock exits 0, as a dispatcher does, not with an error.
+func TestDispatchStandbySigterm(t *testing.T) {
+	newFaultDB(t, "")
+	a := startDispatch(t, "active dispatcher")
+	a.waitLog("dispatcher started", 1)
+	s := startDispatch(t, "standby", "--standby")
+	s.waitLog("standby: waiting for the dispatcher lock", 1)
+	if code := s.signal(syscall.SIGTERM); code != 0 {
+		t.Errorf("standby: exit %d on SIGTERM, want 0; log:\n%s", code, s.logs)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, "dispatcher stopped") || strings.Contains(logs, "context canceled") {
+		t.Errorf("standby log:\n%s", logs)
+	}
+	if code := a.signal(syscall.SIGTERM); code != 0 {
+		t.Errorf("active: exit %d on SIGTERM, want 0", code)
+	}
+}

@@ -204,8 +204,10 @@ func (d *Dispatcher) start(ctx context.Context) error {
 	return nil
 }
 
-// errStopped is returned by start when a signal came before the database did.
-var errStopped = errors.New("stopped before the database could be reached")
+// errStopped is returned by start when a signal came before dispatching
+// began: while the server could not be reached, or while a standby waited
+// for the lock.
+var errStopped = errors.New("stopped before dispatching began")
 
 // dial opens the listener session, retrying with backoff while the server
 // cannot be reached.
@@ -238,6 +240,8 @@ func (d *Dispatcher) lock(ctx context.Context, lis *queue.Listener) error {
 		err = lis.WaitLock(ctx)
 		if err == nil {
 			d.log.Info("standby: took over the dispatcher lock")
+		} else if ctx.Err() != nil {
+			return errStopped
 		}
 	}
 	if errors.Is(err, queue.ErrLocked) {
