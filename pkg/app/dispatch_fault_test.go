@@ -250,7 +250,15 @@ func startDispatch(t *testing.T, name string, args ...string) *daemon {
 func (d *daemon) waitLog(s string, n int) {
 	d.t.Helper()
 	waitLong(d.t, fmt.Sprintf("%s to log %q", d.name, s), time.Minute, func() bool {
-		return strings.Count(d.logs.String(), s) >= n
+		if strings.Count(d.logs.String(), s) >= n {
+			return true
+		}
+		select {
+		case <-d.exited:
+			d.t.Fatalf("%s exited (%v) before it logged %q; log:\n%s", d.name, d.err, s, d.logs)
+		default:
+		}
+		return false
 	}, d.logs)
 }
 
@@ -607,5 +615,49 @@ func TestDispatchStandbySigterm(t *testing.T) {
 	}
 	if code := a.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("active: exit %d on SIGTERM, want 0", code)
+	}
+}
+
+// TestDispatchLockLost: the active dispatcher's lock session is ended
+// (pg_terminate_backend) while a standby waits; the standby takes the lock,
+// and the active one, finding it gone when it reconnects, stops its workers
+// and exits 1 saying so. The standby finishes the work.
+func TestDispatchLockLost(t *testing.T) {
+	f := newFaultDB(t, "")
+	const total = 200
+	f.enqueue(total, pipeline("5ms"))
+	a := startDispatch(t, "active dispatcher")
+	a.waitLog("dispatcher started", 1)
+	s := startDispatch(t, "standby", "--standby")
+	s.waitLog("standby: waiting for the dispatcher lock", 1)
+	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
+	holder := f.int64(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	inflight := f.running()
+	f.int64("SELECT count(pg_terminate_backend($1))", holder)
+	// What it claimed on its way out (before it saw its session gone) is
+	// in flight too.
+	for id := range f.running() {
+		inflight[id] = true
+	}
+	select {
+	case <-a.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("the dispatcher that lost its lock did not exit; log:\n%s", a.logs)
+	}
+	if code := a.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("the dispatcher that lost its lock exited %d, want 1", code)
+	}
+	if lines := strings.Split(strings.TrimSpace(a.logs.String()), "\n"); !strings.HasPrefix(lines[len(lines)-1], "pepsi dispatch: lost the dispatcher lock to another dispatcher") {
+		t.Errorf("last line of its log: %q, want the reason", lines[len(lines)-1])
+	}
+	s.waitLog("dispatcher started", 1)
+	f.waitSettled(s.logs)
+	if code := s.signal(syscall.SIGTERM); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0", code)
+	}
+	f.checkEnd(inflight)
+	if n := f.count("done"); n != total {
+		t.Errorf("%d done, want %d", n, total)
 	}
 }

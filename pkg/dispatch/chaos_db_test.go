@@ -159,12 +159,22 @@ func TestChaosPostgresRestart(t *testing.T) {
 	f.mark("server down at start")
 	c.stop()
 	b.start()
-	b.waitLog("database unavailable; retrying", 3, time.Minute)
+	b.waitLog("database unavailable; retrying", 7, time.Minute)
 	if strings.Contains(b.logs.String(), "dispatcher started") {
 		t.Fatal("dispatcher started without a server")
 	}
 	c.start()
 	b.waitLog("dispatcher started", 1, time.Minute)
+	// The retries back off, with jitter, from RECONNECT_MIN (0.1 s) up to
+	// RECONNECT_MAX (1 s) and no further.
+	at := logTimes(b.logs.String(), "database unavailable; retrying")
+	var longest time.Duration
+	for i := 1; i < len(at); i++ {
+		longest = max(longest, at[i].Sub(at[i-1]))
+	}
+	if len(at) < 7 || longest < 400*time.Millisecond || longest > 1500*time.Millisecond {
+		t.Errorf("%d retries, longest gap %v: want a backoff growing to RECONNECT_MAX (1s)", len(at), longest)
+	}
 
 	// Restart the server under load.
 	done := "SELECT count(*) FROM pepsi.state WHERE status = 'done'"
@@ -194,4 +204,19 @@ func TestChaosPostgresRestart(t *testing.T) {
 	}
 	f.checkDuplicates(true)
 	b.checkInvariants()
+}
+
+// logTimes returns the times of the log lines that contain s.
+func logTimes(logs, s string) []time.Time {
+	var out []time.Time
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, s) || !strings.HasPrefix(l, "time=") {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
