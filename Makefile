@@ -2,7 +2,9 @@
 #
 #   make [build]      bin/pepsi, version stamped from git describe
 #   make test         gofmt check, go vet, man page lint, go test -race
-#   make bench        benchmarks, one iteration each (BENCHTIME=1x)
+#   make bench        pepsi bench: throughput, latencies, CPU and RSS against
+#                     the database's own ceilings (BENCHFLAGS=... to size it)
+#   make bench-go     the Go benchmarks, one iteration each (BENCHTIME=1x)
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
 #   make man          check the hand-written man pages, render them in bin/man
@@ -38,6 +40,7 @@ TESTFLAGS ?=
 TIMEOUT   ?= 12m
 BENCH     ?= .
 BENCHTIME ?= 1x
+BENCHFLAGS ?=
 
 # The race detector needs cgo and a C compiler; without one, say so and test
 # without it (.ci/run installs gcc so CI always races).
@@ -51,7 +54,7 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 
 .DEFAULT_GOAL := build
-.PHONY: all build test fmt-check vet lint-man man bench install uninstall clean demo
+.PHONY: all build test fmt-check vet lint-man man bench bench-go install uninstall clean demo
 
 all: build
 
@@ -94,7 +97,14 @@ test: fmt-check vet lint-man
 	echo "PEPSI_TEST_DSN=$$dsn"; \
 	PEPSI_TEST_DSN="$$dsn" $(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) $(PKGS)
 
-bench:
+# pepsi bench on a database of its own (pepsi_bench, dropped afterwards) on
+# the test server; a few minutes on a 2-core machine. See pepsi-bench(1).
+bench: build
+	@dsn=$$(bash scripts/test-dsn) || exit 1; \
+	echo "PEPSI_DSN=$$dsn"; uptime; \
+	PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi bench $(BENCHFLAGS)
+
+bench-go:
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	echo "PEPSI_TEST_DSN=$$dsn"; \
 	PEPSI_TEST_DSN="$$dsn" $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) $(TESTFLAGS) $(PKGS)

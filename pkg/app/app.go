@@ -58,6 +58,7 @@ func New(version string, stdout, stderr io.Writer, stdin io.Reader) *cli.App {
 			statsCommand(),
 			migrateCommand(),
 			httpdCommand(),
+			benchCommand(),
 			versionCommand(),
 		},
 		Flags: []cli.Flag{

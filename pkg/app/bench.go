@@ -1,0 +1,153 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/bench"
+	"github.com/pepsi-dev/pepsi/pkg/worker"
+)
+
+func benchCommand() *cli.Command {
+	d := bench.Defaults
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "measure throughput and latencies against the database's own ceilings",
+		UsageText: "pepsi bench [--stages K] [--parallelism P] [--messages N] [options]",
+		Description: "Creates a database of its own on the server of the configured DSN (or\n" +
+			"PEPSI_DSN), --database, dropping it first if it exists, and measures: the\n" +
+			"commit ceiling (single-row UPDATE transactions per second), pepsi enqueue,\n" +
+			"the claim with many pending rows, a pipeline of K stages that each commit\n" +
+			"one UPDATE plus the transition, the same with no-op stages that answer\n" +
+			"their transition on the status line (also with --wide-workers workers),\n" +
+			"and the wake latency. Every figure is printed beside its ceiling, the\n" +
+			"ratio and the target. The dispatcher runs as a child, \"pepsi dispatch\",\n" +
+			"so that its CPU time and peak RSS are its own. Progress goes to stderr,\n" +
+			"the report to stdout. The database is dropped at the end unless --keep.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "database", Value: d.Database, Usage: "the benchmark's database `NAME` (dropped first if it exists)"},
+			&cli.BoolFlag{Name: "keep", DisableDefaultText: true, Usage: "keep the database afterwards"},
+			&cli.IntFlag{Name: "stages", Value: d.Stages, Usage: "`K` stages in the pipelines"},
+			&cli.IntFlag{Name: "parallelism", Value: d.Parallelism, Usage: "`P` workers per stage in the commit and status-line pipelines"},
+			&cli.IntFlag{Name: "queue-limit", Value: d.QueueLimit, Usage: "QUEUE_LIMIT `Q` of every stage"},
+			&cli.IntFlag{Name: "commit-messages", Value: d.CommitMessages, Usage: "`N` messages through the commit pipeline"},
+			&cli.IntFlag{Name: "messages", Value: d.Messages, Usage: "`N` messages through each status-line pipeline"},
+			&cli.IntFlag{Name: "wide-workers", Value: d.WideWorkers, Usage: "`W` workers in the wide status-line run"},
+			&cli.DurationFlag{Name: "ceiling-time", Value: d.CeilingTime, Usage: "how long each ceiling is measured (`DURATION`)"},
+			&cli.IntFlag{Name: "wake-samples", Value: d.WakeSamples, Usage: "`N` single messages for the wake latency"},
+			&cli.DurationFlag{Name: "load-time", Value: d.LoadTime, Usage: "how long messages are fed for the latency under load (`DURATION`)"},
+			&cli.Float64Flag{Name: "load-fraction", Value: d.LoadFraction, Usage: "the feed rate under load, as a `FRACTION` of the measured throughput"},
+			&cli.IntFlag{Name: "enqueue-messages", Value: d.EnqueueN, Usage: "`N` lines per pepsi enqueue run"},
+			&cli.IntFlag{Name: "enqueue-runs", Value: d.EnqueueRuns, Usage: "`N` pepsi enqueue runs (the median counts)"},
+			&cli.IntFlag{Name: "claim-rows", Value: d.ClaimRows, Usage: "`N` pending rows for the large claim; 0 skips it"},
+			&cli.StringFlag{Name: "only", Usage: "run only the steps in `LIST` (comma-separated: " + strings.Join(bench.Steps, ",") + ")"},
+		},
+		Action: runBench,
+		Subcommands: []*cli.Command{{
+			Name:      "stage",
+			Usage:     "the benchmark's stage program (pepsi bench starts it through pepsi dispatch)",
+			UsageText: "pepsi bench stage [--mode tx|statusline] [--next STAGE]",
+			Hidden:    true,
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "mode", Value: "tx", Usage: "`MODE`: tx (one UPDATE and the transition, committed) or statusline (no-op, transition on the status line)"},
+				&cli.StringFlag{Name: "next", Usage: "advance to `STAGE`; without it, finish"},
+			},
+			Action: runBenchStage,
+		}},
+	}
+}
+
+func runBench(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("unexpected argument %q", c.Args().First())
+	}
+	for _, name := range []string{"stages", "parallelism", "queue-limit", "commit-messages", "messages", "wide-workers", "wake-samples", "enqueue-messages", "enqueue-runs"} {
+		if c.Int(name) < 1 {
+			return usage("--%s %d: must be at least 1", name, c.Int(name))
+		}
+	}
+	if c.Int("claim-rows") < 0 {
+		return usage("--claim-rows %d: must not be negative", c.Int("claim-rows"))
+	}
+	if f := c.Float64("load-fraction"); f <= 0 || f > 1 {
+		return usage("--load-fraction %g: want more than 0 and at most 1", f)
+	}
+	for _, name := range []string{"ceiling-time", "load-time"} {
+		if c.Duration(name) <= 0 {
+			return usage("--%s %v: must be positive", name, c.Duration(name))
+		}
+	}
+	var only []string
+	if list := c.String("only"); list != "" {
+		for _, step := range strings.Split(list, ",") {
+			if !slices.Contains(bench.Steps, step) {
+				return usage("--only: no step %q (steps: %s)", step, strings.Join(bench.Steps, ", "))
+			}
+			only = append(only, step)
+		}
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	if _, err := parseDSN(cfg); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find the pepsi executable: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	_, err = bench.Run(ctx, bench.Options{
+		DSN: cfg.DSN, Database: c.String("database"), Keep: c.Bool("keep"), Exe: exe,
+		Out: c.App.Writer, Progress: c.App.ErrWriter,
+		Stages: c.Int("stages"), Parallelism: c.Int("parallelism"), QueueLimit: c.Int("queue-limit"),
+		CommitMessages: c.Int("commit-messages"), Messages: c.Int("messages"), WideWorkers: c.Int("wide-workers"),
+		CeilingTime: c.Duration("ceiling-time"), WakeSamples: c.Int("wake-samples"),
+		LoadTime: c.Duration("load-time"), LoadFraction: c.Float64("load-fraction"),
+		EnqueueN: c.Int("enqueue-messages"), EnqueueRuns: c.Int("enqueue-runs"), ClaimRows: c.Int("claim-rows"),
+		Only: only,
+	})
+	return err
+}
+
+// runBenchStage is the stage program of the benchmark's pipelines, built
+// on pkg/worker like any Go stage.
+func runBenchStage(c *cli.Context) error {
+	var mode worker.Mode
+	switch c.String("mode") {
+	case "tx":
+		mode = worker.InTransaction
+	case "statusline":
+		mode = worker.OnStatusLine
+	default:
+		return usage("--mode %q: want tx or statusline", c.String("mode"))
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // the dispatcher stamps what it relays
+			}
+			return a
+		},
+	}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return bench.Stage(ctx, bench.StageOptions{
+		Mode: mode, Next: c.String("next"), DSN: cfg.DSN, Stage: os.Getenv("PEPSI_STAGE"),
+		In: c.App.Reader, Out: c.App.Writer, Log: log, Trace: os.Getenv(bench.TraceEnv), Profile: os.Getenv(bench.ProfileEnv),
+	})
+}

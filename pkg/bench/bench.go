@@ -1,0 +1,297 @@
+// Package bench is pepsi's benchmark harness ("pepsi bench", "make bench").
+//
+// On a database of its own (created on the server the DSN names, dropped
+// afterwards) it measures what the performance issue asks for, each figure
+// beside the database's own ceiling for the same work, measured in the same
+// run on the same server:
+//
+//   - the commit ceiling: single-row UPDATE transactions per second that C
+//     connections reach with nothing else running (C = the workers of the
+//     pipeline compared with it), and the latency of one such transaction
+//     on one connection (the floor of every latency);
+//   - pepsi enqueue (COPY) in messages/s, against INSERT … SELECT of the
+//     same rows inside the server;
+//   - the claim with 1 000 000 pending rows against 1 000;
+//   - a K-stage pipeline of stage programs built on pkg/worker, each pass
+//     one UPDATE plus its transition in the worker's own transaction:
+//     messages/s, stage passes/s (against the commit ceiling at the same
+//     connection count), enqueue → done latency under load, the
+//     dispatcher's CPU per pass and peak RSS;
+//   - the same pipeline with no-op stages that answer their transition on
+//     the status line (worker.OnStatusLine), against the rate at which the
+//     dispatcher's own batched statements (pkg/queue RunTurn, no workers)
+//     can move messages; and once more with 64 workers;
+//   - wake latency on an idle system: enqueue commit → the id read from a
+//     worker's stdin.
+//
+// The dispatcher runs as a child process ("pepsi dispatch"), so that its
+// CPU time (/proc/PID/stat) and peak RSS (VmHWM) are its own.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// Options size and place a benchmark run. Zero values take the defaults
+// (Defaults), which keep a run under a few minutes on a 2-core machine.
+type Options struct {
+	DSN      string // the server; the run creates (and drops) a database of its own on it
+	Database string // that database's name; it is dropped first if it exists
+	Keep     bool   // keep the database afterwards
+	Exe      string // the pepsi binary: "pepsi dispatch", "pepsi enqueue" and the stage programs
+	Out      io.Writer
+	Progress io.Writer // a line per step; nil for none
+
+	Stages         int           // K
+	Parallelism    int           // workers per stage (the commit and status-line pipelines)
+	QueueLimit     int           // QUEUE_LIMIT of every stage
+	CommitMessages int           // messages through the commit pipeline
+	Messages       int           // messages through each status-line pipeline
+	WideWorkers    int           // workers of the wide status-line run
+	CeilingTime    time.Duration // how long each ceiling measurement runs
+	WakeSamples    int           // single messages for the wake latency
+	LoadTime       time.Duration // how long messages are fed for the latency under load
+	LoadFraction   float64       // the feed rate, as a fraction of the pipeline's measured throughput
+	EnqueueRuns    int           // pepsi enqueue runs (the median counts)
+	EnqueueN       int           // messages per pepsi enqueue run
+	ClaimRows      int           // pending rows of the large claim; 0 skips the claim figure
+	Only           []string      // run only these steps (Steps); nil: all
+}
+
+// Steps are the benchmark's steps, in the order they run. The claim runs
+// last: its VACUUM ANALYZE of a million pending rows would leave the
+// planner statistics that say "everything is pending" to the pipelines
+// (TRUNCATE keeps them).
+var Steps = []string{"ceiling", "enqueue", "commit", "statusline", "wide", "wake", "claim"}
+
+// Defaults are the sizes "make bench" runs with.
+var Defaults = Options{
+	Database:       "pepsi_bench",
+	Stages:         3,
+	Parallelism:    2,
+	QueueLimit:     32,
+	CommitMessages: 10_000,
+	Messages:       60_000,
+	WideWorkers:    64,
+	CeilingTime:    5 * time.Second,
+	WakeSamples:    300,
+	LoadTime:       8 * time.Second,
+	LoadFraction:   0.5,
+	EnqueueRuns:    3,
+	EnqueueN:       200_000,
+	ClaimRows:      1_000_000,
+}
+
+func (o *Options) defaults() {
+	d := Defaults
+	set := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if o.Database == "" {
+		o.Database = d.Database
+	}
+	set(&o.Stages, d.Stages)
+	set(&o.Parallelism, d.Parallelism)
+	set(&o.QueueLimit, d.QueueLimit)
+	set(&o.CommitMessages, d.CommitMessages)
+	set(&o.Messages, d.Messages)
+	set(&o.WideWorkers, d.WideWorkers)
+	set(&o.WakeSamples, d.WakeSamples)
+	set(&o.EnqueueRuns, d.EnqueueRuns)
+	set(&o.EnqueueN, d.EnqueueN)
+	if o.CeilingTime == 0 {
+		o.CeilingTime = d.CeilingTime
+	}
+	if o.LoadTime == 0 {
+		o.LoadTime = d.LoadTime
+	}
+	if o.LoadFraction == 0 {
+		o.LoadFraction = d.LoadFraction
+	}
+	if o.ClaimRows < 0 {
+		o.ClaimRows = 0
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// bench is one run.
+type bench struct {
+	o       Options
+	dsn     string // the benchmark database
+	db      *queue.DB
+	dir     string // configurations, logs, traces
+	report  *Report
+	stages  []string
+	started time.Time
+
+	ceilingC             float64       // commit ceiling at Stages × Parallelism connections, tx/s
+	commitP50, commitP99 time.Duration // latency of one commit on one connection
+}
+
+// Run runs the benchmark and writes its report to o.Out.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.defaults()
+	if o.Exe == "" {
+		return nil, errors.New("bench: no pepsi executable")
+	}
+	if o.Stages < 1 || o.Parallelism < 1 || o.QueueLimit < 1 {
+		return nil, errors.New("bench: stages, parallelism and queue limit must be at least 1")
+	}
+	for _, name := range o.Only {
+		if !slices.Contains(Steps, name) {
+			return nil, fmt.Errorf("bench: no step %q (steps: %s)", name, strings.Join(Steps, ", "))
+		}
+	}
+	b := &bench{o: o, started: time.Now()}
+	for i := 1; i <= o.Stages; i++ {
+		b.stages = append(b.stages, fmt.Sprintf("s%d", i))
+	}
+	dir, err := os.MkdirTemp("", "pepsi-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	b.dir = dir
+	if err := b.setup(ctx); err != nil {
+		return nil, err
+	}
+	defer b.teardown()
+	b.report = &Report{}
+	if err := b.header(ctx); err != nil {
+		return nil, err
+	}
+	steps := map[string]func(context.Context) error{
+		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim,
+	}
+	for _, name := range Steps {
+		if o.Only != nil && !slices.Contains(o.Only, name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return b.report, err
+		}
+		if err := steps[name](ctx); err != nil {
+			return b.report, err
+		}
+	}
+	b.report.Took = time.Since(b.started)
+	b.report.Print(o.Out)
+	return b.report, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.o.Progress, "pepsi bench: %s (load %.1f, %s)\n", fmt.Sprintf(format, args...), loadAvg(),
+		time.Since(b.started).Round(time.Second))
+}
+
+// setup creates the database, migrates it and adds the bench schema.
+func (b *bench) setup(ctx context.Context) error {
+	admin, err := pgx.Connect(ctx, b.o.DSN)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", b.o.DSN, err)
+	}
+	defer admin.Close(context.Background())
+	name := pgx.Identifier{b.o.Database}.Sanitize()
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", b.o.Database, err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return fmt.Errorf("create database %s: %w", b.o.Database, err)
+	}
+	b.dsn = withDatabase(b.o.DSN, b.o.Database)
+	conn, err := pgx.Connect(ctx, b.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := queue.Migrate(ctx, conn); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, `
+CREATE SCHEMA bench;
+CREATE TABLE bench.work (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
+CREATE TABLE bench.ceiling (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`); err != nil {
+		return err
+	}
+	b.db, err = queue.Open(ctx, b.dsn, 4)
+	return err
+}
+
+// teardown drops the database unless it is to be kept.
+func (b *bench) teardown() {
+	if b.db != nil {
+		b.db.Close()
+	}
+	if b.o.Keep {
+		fmt.Fprintf(b.o.Progress, "pepsi bench: database %s kept\n", b.o.Database)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, b.o.DSN)
+	if err != nil {
+		return
+	}
+	defer admin.Close(ctx)
+	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{b.o.Database}.Sanitize()+" WITH (FORCE)")
+}
+
+// header records what the run ran on.
+func (b *bench) header(ctx context.Context) error {
+	var version, sync, fsync, autovacuum string
+	var maxConns int
+	err := b.db.Pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit'),
+		current_setting('fsync'), current_setting('autovacuum'), current_setting('max_connections')::int`).Scan(&version, &sync, &fsync, &autovacuum, &maxConns)
+	if err != nil {
+		return err
+	}
+	r := b.report
+	r.Header = append(r.Header,
+		fmt.Sprintf("%d CPUs, load %.1f at the start; PostgreSQL %s (synchronous_commit %s, fsync %s, autovacuum %s, max_connections %d)",
+			runtime.NumCPU(), loadAvg(), version, sync, fsync, autovacuum, maxConns),
+		fmt.Sprintf("database %s; %d stages; pipelines: %d workers (%d per stage), QUEUE_LIMIT %d, MAX_MESSAGES %d",
+			b.o.Database, b.o.Stages, b.o.Stages*b.o.Parallelism, b.o.Parallelism, b.o.QueueLimit, maxMessages))
+	return nil
+}
+
+// withDatabase returns dsn (a URL or key=value string) pointed at database name.
+func withDatabase(dsn, name string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			u.Path = "/" + name
+			return u.String()
+		}
+	}
+	return dsn + " dbname=" + name
+}
+
+// reset empties the queue between runs.
+func (b *bench) reset(ctx context.Context) error {
+	_, err := b.db.Pool.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message")
+	return err
+}
+
+// path is a file in the run's directory.
+func (b *bench) path(name string) string { return filepath.Join(b.dir, name) }
