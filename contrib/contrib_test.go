@@ -64,7 +64,8 @@ func TestExamples(t *testing.T) {
 				payloads = append(payloads, fmt.Appendf(nil, "message %d", i))
 			}
 			ids := p.Enqueue("first", payloads...)
-			p.WaitSettled(time.Minute)
+			// Generous: the shell example starts a psql per message, slow on a loaded machine.
+			p.WaitSettled(5 * time.Minute)
 			for i, id := range ids {
 				r := p.Row(id)
 				switch i {
