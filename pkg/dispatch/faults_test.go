@@ -52,7 +52,7 @@ func TestCommittedThenCrashed(t *testing.T) {
 // TestHang: a head message unanswered for MAX_RUNTIME kills the worker; it
 // fails as a timeout and the messages behind it are requeued.
 func TestHang(t *testing.T) {
-	b := setup(t, fast+"\nMAX_RUNTIME = 1", "work\nPARALLELISM = 1\nQUEUE_LIMIT = 3")
+	b := setup(t, fast+"\nMAX_RUNTIME = 4", "work\nPARALLELISM = 1\nQUEUE_LIMIT = 3")
 	ids := b.enqueue("work", "work=hang", "work=finish", "work=finish")
 	b.start()
 	b.waitSettled(time.Minute)

@@ -47,7 +47,7 @@ func (r *recorder) get(f func())         { r.mu.Lock(); defer r.mu.Unlock(); f()
 // worker starts and its health.
 func TestObserver(t *testing.T) {
 	rec := &recorder{handed: map[string]int{}, passed: map[Result]int{}}
-	b := setup(t, fast+"\nMAX_RUNTIME = 1", "a\nPARALLELISM = 1\nQUEUE_LIMIT = 2", "b", "broken\nPROGRAM = /nonexistent")
+	b := setup(t, fast+"\nMAX_RUNTIME = 4", "a\nPARALLELISM = 1\nQUEUE_LIMIT = 2", "b", "broken\nPROGRAM = /nonexistent")
 	b.obs = rec
 	b.enqueue("a", "a=advance:b", "a=exit:1", "a=hang", "a=finish")
 	b.enqueue("broken", "x")

@@ -31,7 +31,7 @@ func TestProcessGroupKilled(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := setup(t, fast+"\nMAX_RUNTIME = 1", "work\nPROGRAM = "+script)
+	b := setup(t, fast+"\nMAX_RUNTIME = 4", "work\nPROGRAM = "+script)
 	ids := b.enqueue("work", "work=hang")
 	b.start()
 	b.waitSettled(time.Minute)
