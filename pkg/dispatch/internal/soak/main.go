@@ -83,6 +83,7 @@ type soak struct {
 	active   *proc
 	standby  *proc
 	injected map[string]int
+	orphans  int // workers still running after the last dispatcher stopped
 	notes    []string
 	start    time.Time
 }
@@ -432,7 +433,19 @@ func (s *soak) markInflight() {
 func (s *soak) inject(kind string) error {
 	switch kind {
 	case "worker kill -9":
-		pids := s.liveWorkers()
+		// One of the active dispatcher's workers (not an orphan left by a
+		// killed one).
+		var pids []int
+		for deadline := time.Now().Add(30 * time.Second); len(pids) == 0 && time.Now().Before(deadline); {
+			for _, pid := range s.liveWorkers() {
+				if parent(pid) == s.active.cmd.Process.Pid {
+					pids = append(pids, pid)
+				}
+			}
+			if len(pids) == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
 		if len(pids) == 0 {
 			return errors.New("no live worker")
 		}
@@ -526,6 +539,24 @@ func (s *soak) liveWorkers() []int {
 	return live
 }
 
+// parent returns the parent pid of pid (0 if unknown).
+func parent(pid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:])) // state ppid ...
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
 func zombie(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -535,12 +566,14 @@ func zombie(pid int) bool {
 	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
 }
 
-// killWorkers kills what is left of the test workers (the hung workers of
-// killed dispatchers).
+// killWorkers kills what is left of the test workers: the hung workers of
+// killed dispatchers, which nothing else stops.
 func (s *soak) killWorkers() {
-	for _, pid := range s.liveWorkers() {
+	pids := s.liveWorkers()
+	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	s.orphans = len(pids)
 }
 
 func (s *soak) report(wall time.Duration, stalled bool) (int, error) {
@@ -573,7 +606,8 @@ func (s *soak) report(wall time.Duration, stalled bool) (int, error) {
 	for _, f := range payloadFaults {
 		fmt.Fprintf(left, "%s\t%d messages\n", f.kind, s.injected[f.kind])
 	}
-	fmt.Fprintf(left, "(seen by the dispatcher: timeouts\t%d, crashes %d, workers started %d)\n", timeouts, crashes, workers)
+	fmt.Fprintf(left, "(seen by the dispatchers: timeouts\t%d, crashes %d, workers started %d, left running by killed dispatchers %d)\n",
+		timeouts, crashes, workers, s.orphans)
 	fmt.Fprintf(left, "\nmessages\t\n")
 	fmt.Fprintf(left, "done\t%d\n", done)
 	fmt.Fprintf(left, "failed\t%d (%d without a reason)\n", failed, unexplained)
