@@ -42,6 +42,7 @@ type Dispatch struct {
 	OrphanSweep    time.Duration // ORPHAN_SWEEP, default 60s: how often running rows no worker holds are reset
 	ReconnectMin   time.Duration // RECONNECT_MIN, default 1s: the first wait before reconnecting to the database
 	ReconnectMax   time.Duration // RECONNECT_MAX, default 30s: the longest wait between reconnection attempts
+	VacuumInterval time.Duration // VACUUM_INTERVAL, default 2s: how often pepsi.state's dead rows are checked (and vacuumed); 0 disables
 }
 
 // Stage holds one [stage-NAME] section.
@@ -76,6 +77,7 @@ const (
 	DefaultReconnectMax      = 30 * time.Second   // DefaultReconnectMax is the default RECONNECT_MAX.
 	DefaultRetryDelay        = 10 * time.Second   // DefaultRetryDelay is the default RETRY_DELAY.
 	DefaultRetryMax          = time.Hour          // DefaultRetryMax is the default RETRY_DELAY_MAX.
+	DefaultVacuumInterval    = 2 * time.Second    // DefaultVacuumInterval is the default VACUUM_INTERVAL.
 )
 
 // Error is a configuration mistake at a place in a file; its Error() is
@@ -110,6 +112,7 @@ func Default() *Config {
 		SpawnCooldown:     DefaultSpawnCooldown,
 		Retention:         DefaultRetention,
 		OrphanSweep:       DefaultOrphanSweep,
+		VacuumInterval:    DefaultVacuumInterval,
 		ReconnectMin:      DefaultReconnectMin,
 		ReconnectMax:      DefaultReconnectMax,
 	}}

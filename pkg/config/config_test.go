@@ -55,6 +55,7 @@ func TestSpecExample(t *testing.T) {
 			OrphanSweep:       time.Minute,
 			ReconnectMin:      time.Second,
 			ReconnectMax:      30 * time.Second,
+			VacuumInterval:    2 * time.Second,
 		},
 		Stages: []Stage{{
 			Name:        "parse",
@@ -87,6 +88,7 @@ func TestDefaults(t *testing.T) {
 		OrphanSweep:       time.Minute,
 		ReconnectMin:      time.Second,
 		ReconnectMax:      30 * time.Second,
+		VacuumInterval:    2 * time.Second,
 	}}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Default() = %+v\nwant %+v", d, want)
@@ -156,6 +158,7 @@ PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 		OrphanSweep:       2 * time.Minute,
 		ReconnectMin:      250 * time.Millisecond,
 		ReconnectMax:      10 * time.Second,
+		VacuumInterval:    2 * time.Second,
 	}
 	if c.Dispatch != wantD {
 		t.Errorf("Dispatch = %+v\nwant %+v", c.Dispatch, wantD)

@@ -62,7 +62,7 @@ var keys = map[string][]string{
 	sectionDatabase: {"DSN"},
 	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
-		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX"},
+		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL"},
 	stagePrefix: {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX"},
 }
 
@@ -353,6 +353,8 @@ func setDispatch(d *Dispatch, key, v string) string {
 		return setDuration(&d.ReconnectMin, key, v, false)
 	case "RECONNECT_MAX":
 		return setDuration(&d.ReconnectMax, key, v, false)
+	case "VACUUM_INTERVAL":
+		return setDuration(&d.VacuumInterval, key, v, true)
 	case "CONFIG_FILE":
 		d.ConfigFile = v // "" keeps the default: the file loaded
 	case "INGRESS_CHANNEL":

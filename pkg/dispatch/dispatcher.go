@@ -144,6 +144,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	d.goBackground(func() { d.listen(lctx, d.lis) })
 	d.goBackground(d.runJobs)
+	if every := d.cfg.Dispatch.VacuumInterval; every > 0 {
+		d.goBackground(func() { d.vacuum(lctx, every) })
+	}
 	err := d.loop(ctx, lctx)
 	close(d.jobs)
 	cancel()
@@ -176,7 +179,7 @@ func (d *Dispatcher) start(ctx context.Context) error {
 	if err := d.lock(ctx, lis); err != nil {
 		return err
 	}
-	maxConns := int32(4)
+	maxConns := int32(4) // the queue job, the loop's sweeps and flushes, the vacuum sweep, one spare
 	if d.db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
 		return err
 	}

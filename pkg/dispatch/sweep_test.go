@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,4 +53,21 @@ func TestRetention(t *testing.T) {
 	if st, _, _ := b.row(keep[1]); st != "done" {
 		t.Errorf("new message: %s", st)
 	}
+}
+
+// TestVacuumSweep: the churn of a pipeline leaves dead row versions in
+// pepsi.state; the dispatcher vacuums the table itself (the test server
+// runs with autovacuum off, as this machine's does) and says so at debug.
+func TestVacuumSweep(t *testing.T) {
+	b := setup(t, fast+"\nVACUUM_INTERVAL = 0.2", "work\nPARALLELISM = 2\nQUEUE_LIMIT = 8")
+	b.enqueue("work", make([]string, 1500)...)
+	b.start()
+	b.waitSettled(3 * time.Minute)
+	b.waitFor("pepsi.state vacuumed by the dispatcher", 2*time.Minute, func() bool {
+		return b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.state'::regclass") > 0
+	})
+	b.waitFor("the vacuum logged", time.Minute, func() bool {
+		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.state"`)
+	})
+	b.checkInvariants()
 }

@@ -1,0 +1,49 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+)
+
+// The vacuum rule: pepsi.state is vacuumed once its dead row versions
+// number more than vacuumBase plus vacuumScale of its live rows.
+const (
+	vacuumBase  = 1000
+	vacuumScale = 0.05
+)
+
+// vacuum keeps pepsi.state from bloating until ctx is done: every
+// VACUUM_INTERVAL it reads the table's live and dead row counts and
+// vacuums it when the rule says so. Every stage pass rewrites a queue row
+// twice (settle, claim); with the server's autovacuum off, or asleep
+// between its rounds, the dead versions pile up in the heap and in the
+// claim's index walk, and each claim and settle pays for them. It owns no
+// dispatcher state: it only reads the statistics and runs VACUUM on a
+// pool connection of its own.
+func (d *Dispatcher) vacuum(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := d.db.StateChurn(ctx)
+		if err == nil && float64(c.Dead) <= vacuumBase+vacuumScale*float64(c.Live) {
+			failing = false
+			continue
+		}
+		if err == nil {
+			start := time.Now()
+			if err = d.db.VacuumState(ctx); err == nil {
+				d.log.Debug("vacuumed pepsi.state", "dead", c.Dead, "live", c.Live, "took", time.Since(start).Round(time.Millisecond))
+			}
+		}
+		if err != nil && ctx.Err() == nil && !failing {
+			d.log.Warn("vacuum sweep failed; retrying at the next interval", "err", err)
+		}
+		failing = err != nil
+	}
+}
