@@ -105,8 +105,14 @@ const messageSQL = `
 func (m *Message) read(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, lock string) error {
+	return m.scan(q.QueryRow(ctx, messageSQL+lock, m.ID))
+}
+
+// scan fills m from row, messageSQL's, and checks that the message is
+// running.
+func (m *Message) scan(row pgx.Row) error {
 	var status string
-	err := q.QueryRow(ctx, messageSQL+lock, m.ID).Scan(&m.Stage, &status, &m.Attempts, &m.CreatedAt, &m.Headers, &m.Payload)
+	err := row.Scan(&m.Stage, &status, &m.Attempts, &m.CreatedAt, &m.Headers, &m.Payload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("message %d does not exist", m.ID)
 	}
@@ -268,23 +274,18 @@ func (o Outcome) answer(ctx context.Context, m *Message) (protocol.Status, error
 	return protocol.Status{}, err
 }
 
-// apply carries the outcome out with the SQL API in tx. pkg/worker is a
-// client of the SQL API like a stage in any other language: these are the
-// stage-side calls, not the dispatcher's DAO (pkg/queue).
-func (o Outcome) apply(ctx context.Context, m *Message) error {
-	if err := o.check(m); err != nil {
-		return err
-	}
-	var err error
+// statement is the SQL API call that carries the outcome out in the pass's
+// transaction. pkg/worker is a client of the SQL API like a stage in any
+// other language: these are the stage-side calls, not the dispatcher's DAO
+// (pkg/queue).
+func (o Outcome) statement(m *Message) (string, []any) {
 	switch o.kind {
 	case advance:
-		_, err = m.Tx.Exec(ctx, "SELECT pepsi.advance($1, $2)", m.ID, o.stage)
+		return "SELECT pepsi.advance($1, $2)", []any{m.ID, o.stage}
 	case finish:
-		_, err = m.Tx.Exec(ctx, "SELECT pepsi.finish($1)", m.ID)
+		return "SELECT pepsi.finish($1)", []any{m.ID}
 	case pause:
-		_, err = m.Tx.Exec(ctx, "SELECT pepsi.pause($1, make_interval(secs => $2))", m.ID, o.delay.Seconds())
-	case fail:
-		_, err = m.Tx.Exec(ctx, "SELECT pepsi.fail($1, $2)", m.ID, o.reason)
+		return "SELECT pepsi.pause($1, make_interval(secs => $2))", []any{m.ID, o.delay.Seconds()}
 	}
-	return err
+	return "SELECT pepsi.fail($1, $2)", []any{m.ID, o.reason}
 }
