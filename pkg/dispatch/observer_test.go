@@ -55,6 +55,13 @@ func TestObserver(t *testing.T) {
 	b.waitFor("all settled", time.Minute, func() bool {
 		return b.int64("SELECT count(*) FROM pepsi.state WHERE stage <> 'broken' AND status NOT IN ('done', 'failed')") == 0
 	})
+	// A stage commits before it answers: the rows can be settled before
+	// the dispatcher has read the last answer.
+	b.waitFor("every pass reported", time.Minute, func() bool {
+		n := 0
+		rec.get(func() { n = rec.passed[ResultOK] + rec.passed[ResultFailed] + rec.passed[ResultTimeout] })
+		return n >= 5
+	})
 	rec.get(func() {
 		if !rec.healthy {
 			t.Error("not healthy while running")

@@ -54,6 +54,7 @@ type planNode struct {
 	NodeType     string     `json:"Node Type"`
 	RelationName string     `json:"Relation Name"`
 	IndexName    string     `json:"Index Name"`
+	ActualLoops  float64    `json:"Actual Loops"`
 	Plans        []planNode `json:"Plans"`
 }
 

@@ -16,3 +16,9 @@ func (l *Listener) ExecForTest(ctx context.Context, sql string, args ...any) err
 	_, err := l.conn.Exec(ctx, sql, args...)
 	return err
 }
+
+// SettleSQL is the settle statement, for plan tests.
+const SettleSQL = settleSQL
+
+// SettleArgs returns SettleSQL's arguments for vs.
+var SettleArgs = settleArgs

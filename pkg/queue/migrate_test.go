@@ -204,3 +204,27 @@ func TestLoadMigrations(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageDeleteCascades: the queue rows go with their messages, by
+// DELETE and by TRUNCATE, as the foreign key made them before version 3.
+func TestMessageDeleteCascades(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	ids := seed(t, db, "work", queue.Pending, 10)
+	if _, err := db.Pool.Exec(ctx, "DELETE FROM pepsi.message WHERE id = ANY($1)", ids[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state"); n != 6 {
+		t.Fatalf("%d queue rows after deleting 4 of 10 messages, want 6", n)
+	}
+	if _, err := db.Pool.Exec(ctx, "TRUNCATE pepsi.message"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state"); n != 0 {
+		t.Fatalf("%d queue rows after TRUNCATE pepsi.message, want 0", n)
+	}
+	seed(t, db, "work", queue.Pending, 3)
+	if _, err := db.Pool.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message"); err != nil {
+		t.Fatal(err)
+	}
+}

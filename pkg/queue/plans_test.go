@@ -1,0 +1,93 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// TestPlansWithStaleStatistics: the statistics of a queue table are
+// always out of date (the server here runs without autovacuum, so they
+// are never refreshed). Analyzed while every row was pending at one stage,
+// then churned, the table must still be claimed through state_pending and
+// settled with one primary-key lookup per verdict: the planner once walked
+// the primary key past every done row to claim, and compared every
+// verdict with every running row to settle (7 s for 2 112 verdicts).
+func TestPlansWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	db, dsn, ctx := newDB(t)
+	seed(t, db, "s0", queue.Pending, 6000)
+	if _, err := db.Pool.Exec(ctx, "VACUUM (ANALYZE) pepsi.state"); err != nil {
+		t.Fatal(err)
+	}
+	// The churn the statistics do not know of: most rows done, some
+	// running at the next stages, a few pending at each.
+	if _, err := db.Pool.Exec(ctx, `
+UPDATE pepsi.state SET status = CASE WHEN id % 6 < 3 THEN 'done' WHEN id % 6 = 3 THEN 'running' ELSE 'pending' END,
+       stage = 's' || (id % 3)`); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dsn)
+	custom, generic := claimPlans(t, conn, "FORMAT JSON")
+	checkClaimPlan(t, "claim, custom plan", []byte(custom))
+	checkClaimPlan(t, "claim, generic plan", []byte(generic))
+
+	rows, err := db.Pool.Query(ctx, "SELECT id, stage FROM pepsi.state WHERE status = 'running' ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []queue.Settle
+	for rows.Next() {
+		var v queue.Settle
+		if err := rows.Scan(&v.ID, &v.Stage); err != nil {
+			t.Fatal(err)
+		}
+		v.Verdict, v.Next = queue.Next, "s9"
+		vs = append(vs, v)
+	}
+	if rows.Err() != nil || len(vs) != 1000 {
+		t.Fatalf("%d running rows, %v", len(vs), rows.Err())
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		plan, err := tx.Query(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+queue.SettleSQL, queue.SettleArgs(vs)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(plan, pgx.RowTo[string])
+		_ = tx.Rollback(ctx)
+		if err != nil || len(lines) != 1 {
+			t.Fatalf("explain settle: %v", err)
+		}
+		checkSettlePlan(t, mode, []byte(lines[0]))
+	}
+}
+
+// checkSettlePlan fails if the settle reads the verdicts (or what it made
+// of them) more than once, or scans pepsi.state sequentially.
+func checkSettlePlan(t *testing.T, what string, planJSON []byte) {
+	t.Helper()
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(planJSON, &out); err != nil || len(out) != 1 {
+		t.Fatalf("%s: cannot parse plan %s: %v", what, planJSON, err)
+	}
+	walkPlan(out[0].Plan, func(n planNode) {
+		switch {
+		case (n.NodeType == "CTE Scan" || n.NodeType == "Function Scan") && n.ActualLoops > 1:
+			t.Errorf("settle, %s: a %s runs %v times (once per row of another input):\n%s", what, n.NodeType, n.ActualLoops, planJSON)
+		case n.NodeType == "Seq Scan" && n.RelationName == "state":
+			t.Errorf("settle, %s: scans pepsi.state sequentially:\n%s", what, planJSON)
+		}
+	})
+}
