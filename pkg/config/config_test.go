@@ -253,6 +253,10 @@ func TestErrors(t *testing.T) {
 			`pepsi.conf:3: RETRY_DELAY: bad duration "soon" (want seconds or a duration such as 5m)`},
 		{"zero RECONNECT_MAX", "[pepsi-dispatch]\nRECONNECT_MAX = 0\n",
 			`pepsi.conf:2: RECONNECT_MAX: must be greater than zero, not "0"`},
+		{"RECONNECT_MIN above the default RECONNECT_MAX", "[pepsi-dispatch]\nRECONNECT_MIN = 1m\n",
+			`pepsi.conf:2: RECONNECT_MIN (1m0s) is longer than RECONNECT_MAX (30s)`},
+		{"RECONNECT_MAX below RECONNECT_MIN", "[pepsi-dispatch]\nRECONNECT_MIN = 5\nPOLL_INTERVAL = 9\nRECONNECT_MAX = 2\n",
+			`pepsi.conf:4: RECONNECT_MIN (5s) is longer than RECONNECT_MAX (2s)`},
 		// Sections.
 		{"unknown section", "[database]\nDSN = x\n[foo]\n",
 			`pepsi.conf:3: unknown section [foo] (want [database], [pepsi-dispatch] or [stage-NAME])`},

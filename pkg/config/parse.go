@@ -102,6 +102,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	bad := func(line int, format string, args ...any) error {
 		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
+	var reconnectLine int // the later RECONNECT_MIN or RECONNECT_MAX line
 	for i, s := range secs {
 		var st *Stage
 		if s.kind == stagePrefix {
@@ -116,6 +117,9 @@ func Parse(file string, data []byte) (*Config, error) {
 				c.DSN = v
 			case sectionDispatch:
 				msg = setDispatch(&c.Dispatch, k.name, v)
+				if strings.HasPrefix(k.name, "RECONNECT_") {
+					reconnectLine = k.line
+				}
 			case stagePrefix:
 				if k.name == "PROGRAM" {
 					msg = setProgram(st, programs[i][j])
@@ -130,6 +134,9 @@ func Parse(file string, data []byte) (*Config, error) {
 		if st != nil && st.Program == nil {
 			return nil, bad(s.line, "no PROGRAM in [%s]", s.name)
 		}
+	}
+	if d := &c.Dispatch; d.ReconnectMin > d.ReconnectMax {
+		return nil, bad(reconnectLine, "RECONNECT_MIN (%v) is longer than RECONNECT_MAX (%v)", d.ReconnectMin, d.ReconnectMax)
 	}
 	if c.Dispatch.ConfigFile == "" {
 		c.Dispatch.ConfigFile = file
