@@ -190,7 +190,7 @@ func TestHTTPD(t *testing.T) {
 			continue
 		}
 		if gf.GetType() != wf.GetType() || gf.GetHelp() != wf.GetHelp() {
-			t.Errorf("%s: httpd has %v %q, pepsi stats %v %q (keep pkg/metrics/stats.go in step with pkg/app/stats_prom.go)",
+			t.Errorf("%s: httpd has %v %q, pepsi stats %v %q",
 				name, gf.GetType(), gf.GetHelp(), wf.GetType(), wf.GetHelp())
 		}
 		gs, ws := samples(gf), samples(wf)

@@ -15,6 +15,9 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pepsi-dev/pepsi/pkg/metrics"
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 )
 
 // The man pages in man/ are written by hand; these tests keep them in step
@@ -275,8 +278,9 @@ func TestManStats(t *testing.T) {
 			t.Errorf("pepsi-stats.1: column %s is not an entry", f.Name)
 		}
 	}
+	db, _ := pgtest.New(t)
 	var out bytes.Buffer
-	if err := writePrometheus(&out, &statsSnapshot{Configured: []string{"x"}}); err != nil {
+	if err := metrics.WriteStatsText(&out, metrics.StatsOptions{Source: metrics.SourceOf(db), Stages: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
 	var text []string

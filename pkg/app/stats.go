@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/metrics"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -35,11 +36,12 @@ func statsCommand() *cli.Command {
 	}
 }
 
-// statsFormats maps --format to its writer.
+// statsFormats maps --format to its writer; prometheus is written by
+// pkg/metrics, the collector pepsi httpd serves.
 var statsFormats = map[string]func(io.Writer, *statsSnapshot) error{
 	"table":      writeStatsTable,
 	"json":       writeStatsJSON,
-	"prometheus": writePrometheus,
+	"prometheus": nil,
 }
 
 // statsSnapshot is everything pepsi stats reports, read at one time.
@@ -49,9 +51,6 @@ type statsSnapshot struct {
 	Stages     []queue.StageStats  `json:"stages"`
 	Dispatch   queue.DispatchStats `json:"dispatch"`
 	Queue      []queueCount        `json:"queue"`
-	// Configured are the stages of the configuration, so that the
-	// Prometheus series of an idle stage exist (as zeros) before it ran.
-	Configured []string `json:"-"`
 }
 
 // queueCount is one stage × status count of the queue.
@@ -81,7 +80,13 @@ func stats(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	snap := &statsSnapshot{Configured: cfg.StageNames()}
+	if write == nil {
+		return writeStats(c, output, func(w io.Writer) error {
+			return metrics.WriteStatsText(w, metrics.StatsOptions{
+				Source: metrics.SourceOf(db), Stages: cfg.StageNames(), Log: slog.New(slog.DiscardHandler)})
+		})
+	}
+	snap := &statsSnapshot{}
 	if snap.Stages, snap.Dispatch, err = db.ReadStats(c.Context); err != nil {
 		return err
 	}
@@ -99,11 +104,16 @@ func stats(c *cli.Context) error {
 	for i, q := range counts {
 		snap.Queue[i] = queueCount{Stage: q.Stage, Status: q.Status, Messages: q.N, OldestAge: max(snap.Time.Sub(q.Oldest), 0).Seconds()}
 	}
+	return writeStats(c, output, func(w io.Writer) error { return write(w, snap) })
+}
+
+// writeStats writes to standard output, or to output atomically.
+func writeStats(c *cli.Context, output string, write func(io.Writer) error) error {
 	if output == "" {
-		return write(c.App.Writer, snap)
+		return write(c.App.Writer)
 	}
 	var buf bytes.Buffer
-	if err := write(&buf, snap); err != nil {
+	if err := write(&buf); err != nil {
 		return err
 	}
 	return writeFileAtomic(output, buf.Bytes())
@@ -266,18 +276,4 @@ func writeStatsJSON(w io.Writer, s *statsSnapshot) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(out)
-}
-
-// stageNames is every stage the snapshot knows of, sorted: configured,
-// with statistics, or with messages.
-func (s *statsSnapshot) stageNames() []string {
-	names := slices.Clone(s.Configured)
-	for _, st := range s.Stages {
-		names = append(names, st.Stage)
-	}
-	for _, q := range s.Queue {
-		names = append(names, q.Stage)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
 }

@@ -31,6 +31,9 @@ type Source struct {
 // ("pepsi httpd" → application_name "pepsi httpd pid N on HOST").
 func NewSource(dsn, name string) *Source { return &Source{dsn: dsn, name: name} }
 
+// SourceOf returns a Source over a pool the caller has opened (and closes).
+func SourceOf(db *queue.DB) *Source { return &Source{db: db} }
+
 // DB returns the connection pool, connecting it if need be.
 func (s *Source) DB(ctx context.Context) (*queue.DB, error) {
 	s.mu.Lock()

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -12,17 +13,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// The standalone exporter (pepsi httpd) serves the same families, with
-// the same help, as pepsi stats --format prometheus (pkg/app, which writes
-// them by hand for the node_exporter textfile collector), so that
-// dashboards and alerts work with either; a test in pkg/app compares the
-// two. When a column is added to a statistics table, both pick it up from
-// the struct (its json tag names the series); its help text goes here and
-// in pkg/app/stats_prom.go.
+// The standalone exporter (pepsi httpd) and pepsi stats --format
+// prometheus (WriteStatsText, for the node_exporter textfile collector)
+// are the same collector, so that dashboards and alerts work with either.
+// When a column is added to a statistics table it is picked up from the
+// struct (its json tag names the series); its help text goes here.
 var (
 	stageHelp = map[string]string{
 		"processed":    "Passes of the stage that answered success, fused passes included.",
@@ -137,8 +137,40 @@ type Stats struct {
 	running  *prometheus.Desc
 }
 
-// NewStats returns the exporter.
+// NewStats returns the exporter, with build, Go and process metrics.
 func NewStats(opts StatsOptions) *Stats {
+	s := newStats(opts)
+	s.reg.MustRegister(s, buildInfo(opts.Version),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return s
+}
+
+// WriteStatsText reads the statistics and the queue's depth now and writes
+// them to w in the Prometheus text format: the exporter's families without
+// the build, Go and process metrics of a short-lived command, and without
+// timestamps, which the node_exporter textfile collector refuses.
+func WriteStatsText(w io.Writer, opts StatsOptions) error {
+	opts.MaxAge = time.Hour // one read, below, that the collector reuses
+	s := newStats(opts)
+	if _, err := s.read(); err != nil {
+		return err // as it is, not wrapped in the registry's multi-line error
+	}
+	s.reg.MustRegister(s)
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		return err
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newStats(opts StatsOptions) *Stats {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
@@ -161,9 +193,6 @@ func NewStats(opts StatsOptions) *Stats {
 			"How long the oldest pending message of the stage has waited, in seconds; 0 when none is pending.", []string{"stage"}, nil),
 		running: prometheus.NewDesc("pepsi_dispatcher_running", "1 when a dispatcher holds the single-dispatcher lock, else 0.", nil, nil),
 	}
-	s.reg.MustRegister(s, buildInfo(opts.Version),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
 }
 
