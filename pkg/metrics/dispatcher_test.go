@@ -161,10 +161,17 @@ PROGRAM = /nonexistent/stage
 		return count("SELECT count(*) FROM pepsi.state WHERE stage = 'work' AND status = 'done'") == 20 &&
 			count("SELECT count(*) FROM pepsi.state WHERE stage = 'faults' AND status IN ('done', 'failed')") == 5
 	}, logs)
-	waitFor(t, "no message in flight", time.Minute, func() bool {
+	// A stage commits before it answers: wait for the answers too, the
+	// fused stage's among them.
+	waitFor(t, "no message in flight and every answer read", time.Minute, func() bool {
 		f = scrape(t, base)
+		answered := 0.0
+		for _, r := range []string{"ok", "failed", "timeout", "crash", "protocol"} {
+			answered += max(f.value("pepsi_stage_results_total", "stage", "faults", "result", r), 0)
+		}
 		return f.value("pepsi_inflight", "stage", "work") == 0 && f.value("pepsi_inflight", "stage", "faults") == 0 &&
-			f.value("pepsi_worker_start_failures_total", "stage", "broken") >= 1
+			f.value("pepsi_worker_start_failures_total", "stage", "broken") >= 1 &&
+			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1
 	}, logs)
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz while running: %d %q, want 200", code, body)
