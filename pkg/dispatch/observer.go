@@ -36,13 +36,21 @@ type Observer interface {
 	WorkerStartFailed(stage string)
 	// Pool: stage has workers processes and inflight messages handed out.
 	Pool(stage string, workers, inflight int)
-	// Reconnect: a database connection failed for reason and is being re-made.
-	Reconnect(reason string)
+	// Reconnect: a database connection failed for reason and is being
+	// re-made (conn ConnListener) or its statement retried after a backoff
+	// (conn ConnQueue).
+	Reconnect(conn, reason string)
 	// OrphansRescued: n running rows no worker held were reset.
 	OrphansRescued(n int64)
 	// Health: whether this dispatcher holds the lock and its listener is connected.
 	Health(ok bool)
 }
+
+// The connections Reconnect names.
+const (
+	ConnListener = "listener" // the session that holds the lock and LISTENs
+	ConnQueue    = "queue"    // the pool that runs claims, settles, sweeps and flushes
+)
 
 // nopObserver is the Observer when none is given.
 type nopObserver struct{}
@@ -52,7 +60,7 @@ func (nopObserver) Passed(string, Result, time.Duration) {}
 func (nopObserver) WorkerStarted(string)                 {}
 func (nopObserver) WorkerStartFailed(string)             {}
 func (nopObserver) Pool(string, int, int)                {}
-func (nopObserver) Reconnect(string)                     {}
+func (nopObserver) Reconnect(string, string)             {}
 func (nopObserver) OrphansRescued(int64)                 {}
 func (nopObserver) Health(bool)                          {}
 

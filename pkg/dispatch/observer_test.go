@@ -38,10 +38,10 @@ func (r *recorder) Pool(stage string, workers, inflight int) {
 	r.inflight = max(r.inflight, inflight)
 	r.mu.Unlock()
 }
-func (r *recorder) Reconnect(string)     {}
-func (r *recorder) OrphansRescued(int64) {}
-func (r *recorder) Health(ok bool)       { r.mu.Lock(); r.healthy = ok; r.mu.Unlock() }
-func (r *recorder) get(f func())         { r.mu.Lock(); defer r.mu.Unlock(); f() }
+func (r *recorder) Reconnect(string, string) {}
+func (r *recorder) OrphansRescued(int64)     {}
+func (r *recorder) Health(ok bool)           { r.mu.Lock(); r.healthy = ok; r.mu.Unlock() }
+func (r *recorder) get(f func())             { r.mu.Lock(); defer r.mu.Unlock(); f() }
 
 // TestObserver: the dispatcher reports handed messages, pass results,
 // worker starts and its health.

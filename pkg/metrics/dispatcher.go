@@ -125,8 +125,8 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 		}, stage),
 		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pepsi_listener_reconnects_total",
-			Help: "Database connection failures the dispatcher recovered from by reconnecting (the listener) or retrying with backoff (queue statements), by reason.",
-		}, []string{"reason"}),
+			Help: "Database connection failures the dispatcher recovered from, by connection (listener: the lock and LISTEN session, re-made; queue: a queue statement, retried after a backoff) and reason.",
+		}, []string{"connection", "reason"}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pepsi_orphans_rescued_total",
 			Help: "Running messages no worker held, put back to pending (at start, after a reconnect, by the orphan sweep).",
@@ -250,7 +250,9 @@ func (m *Dispatcher) Pool(stage string, workers, inflight int) {
 }
 
 // Reconnect implements dispatch.Observer.
-func (m *Dispatcher) Reconnect(reason string) { m.reconnects.WithLabelValues(reason).Inc() }
+func (m *Dispatcher) Reconnect(conn, reason string) {
+	m.reconnects.WithLabelValues(conn, reason).Inc()
+}
 
 // OrphansRescued implements dispatch.Observer.
 func (m *Dispatcher) OrphansRescued(n int64) { m.orphans.Add(float64(n)) }

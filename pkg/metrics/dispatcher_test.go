@@ -234,7 +234,13 @@ PROGRAM = /nonexistent/stage
 	}
 	waitFor(t, "a reconnect", time.Minute, func() bool {
 		f = scrape(t, base)
-		return f.sum("pepsi_listener_reconnects_total") >= 1 && f.value("pepsi_dispatcher_healthy") == 1
+		listener := 0.0
+		for _, m := range f["pepsi_listener_reconnects_total"].GetMetric() {
+			if labelsOf(m)["connection"] == "listener" {
+				listener += m.GetCounter().GetValue()
+			}
+		}
+		return listener >= 1 && f.value("pepsi_dispatcher_healthy") == 1
 	}, logs)
 	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after the reconnect: %d, want 200", code)
@@ -242,6 +248,9 @@ PROGRAM = /nonexistent/stage
 	for _, m := range f["pepsi_listener_reconnects_total"].GetMetric() {
 		if r := labelsOf(m)["reason"]; r == "" || strings.ContainsAny(r, " :") {
 			t.Errorf("reconnect reason %q", r)
+		}
+		if c := labelsOf(m)["connection"]; c != "listener" && c != "queue" {
+			t.Errorf("reconnect connection %q", c)
 		}
 	}
 
