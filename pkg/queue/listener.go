@@ -47,25 +47,48 @@ func Dial(ctx context.Context, dsn, channel string) (*Listener, error) {
 func (l *Listener) PID() uint32 { return l.conn.PgConn().PID() }
 
 // Close ends the session, which also releases the lock.
-func (l *Listener) Close(ctx context.Context) error { return l.conn.Close(ctx) }
+//
+// It releases the single-dispatcher lock first, if it holds it: a closed
+// session's locks go only when its server process has ended, a moment
+// after the client is gone, and a dispatcher started at once (a restart)
+// would find the lock still held.
+func (l *Listener) Close(ctx context.Context) error {
+	if !l.conn.IsClosed() {
+		_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+	}
+	return l.conn.Close(ctx)
+}
 
 // TryLock takes the single-dispatcher lock, or returns ErrLocked with the
 // server pid of the session that holds it (0 when unknown).
+//
+// A lock that is gone by the time its holder is looked up was being
+// released (a dispatcher that just stopped): it is tried again, a few
+// times.
 func (l *Listener) TryLock(ctx context.Context) (holder int32, err error) {
-	var ok bool
-	if err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(dispatcherLock)).Scan(&ok); err != nil {
-		return 0, err
+	for try := 1; ; try++ {
+		var ok bool
+		if err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(dispatcherLock)).Scan(&ok); err != nil {
+			return 0, err
+		}
+		if ok {
+			return 0, nil
+		}
+		err = l.conn.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(dispatcherLock)).Scan(&holder)
+		if err != nil {
+			return 0, err
+		}
+		if holder != 0 || try == 5 {
+			return holder, ErrLocked
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
 	}
-	if ok {
-		return 0, nil
-	}
-	err = l.conn.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(dispatcherLock)).Scan(&holder)
-	if err != nil {
-		return 0, err
-	}
-	return holder, ErrLocked
 }
 
 // SessionName returns the application_name of the server session with
