@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -220,7 +219,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return fmt.Errorf("create database %s: %w", b.o.Database, err)
 	}
-	b.dsn = withDatabase(b.o.DSN, b.o.Database)
+	b.dsn = queue.WithDatabase(b.o.DSN, b.o.Database)
 	conn, err := pgx.Connect(ctx, b.dsn)
 	if err != nil {
 		return err
@@ -274,17 +273,6 @@ func (b *bench) header(ctx context.Context) error {
 		fmt.Sprintf("database %s; %d stages; pipelines: %d workers (%d per stage), QUEUE_LIMIT %d, MAX_MESSAGES %d",
 			b.o.Database, b.o.Stages, b.o.Stages*b.o.Parallelism, b.o.Parallelism, b.o.QueueLimit, maxMessages))
 	return nil
-}
-
-// withDatabase returns dsn (a URL or key=value string) pointed at database name.
-func withDatabase(dsn, name string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		if u, err := url.Parse(dsn); err == nil {
-			u.Path = "/" + name
-			return u.String()
-		}
-	}
-	return dsn + " dbname=" + name
 }
 
 // reset empties the queue between runs.

@@ -6,9 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,18 +56,7 @@ func Empty(t testing.TB) string {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	return WithDatabase(server, name)
-}
-
-// WithDatabase returns dsn (a URL or key=value string) pointed at database name.
-func WithDatabase(dsn, name string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		if u, err := url.Parse(dsn); err == nil {
-			u.Path = "/" + name
-			return u.String()
-		}
-	}
-	return dsn + " dbname=" + name
+	return queue.WithDatabase(server, name)
 }
 
 // New creates a migrated database, dropped when t ends, and returns a pool

@@ -21,8 +21,8 @@ func TestIsConnectFailure(t *testing.T) {
 		retry     bool
 	}{
 		{"no server", "host=/nonexistent-pepsi-socket-dir dbname=x", true},
-		{"no such role", withUser(pgtest.WithDatabase(server, "postgres"), "pepsi_no_such_role"), false},
-		{"no such database", pgtest.WithDatabase(server, "pepsi_no_such_database"), false},
+		{"no such role", withUser(queue.WithDatabase(server, "postgres"), "pepsi_no_such_role"), false},
+		{"no such database", queue.WithDatabase(server, "pepsi_no_such_database"), false},
 	} {
 		_, err := queue.Dial(ctx, tc.dsn, "pepsi_ingress")
 		if err == nil {

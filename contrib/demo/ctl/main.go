@@ -21,10 +21,8 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -32,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 const usage = `usage: pepsi-demo reset | generate N | watch [--pid PID] [--timeout D] | summary | stats | totals`
@@ -123,7 +122,7 @@ func reset(ctx context.Context) error {
 			return fmt.Errorf("%s: %w (the role needs CREATEDB; or point PEPSI_DSN at a server where it has it)", sql, err)
 		}
 	}
-	dsn := withDatabase(server, demoDB)
+	dsn := queue.WithDatabase(server, demoDB)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -134,17 +133,6 @@ func reset(ctx context.Context) error {
 	}
 	fmt.Println(dsn)
 	return nil
-}
-
-// withDatabase returns dsn (a URL or key=value string) pointed at database name.
-func withDatabase(dsn, name string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		if u, err := url.Parse(dsn); err == nil {
-			u.Path = "/" + name
-			return u.String()
-		}
-	}
-	return dsn + " dbname=" + name
 }
 
 // generate prints n orders: about 1 in 200 is malformed (parse fails it),

@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +75,7 @@ const plain = "parse=advance:enrich enrich=advance:deliver deliver=finish"
 type soak struct {
 	ctx      context.Context
 	dsn      string
+	dbName   string
 	conn     *pgx.Conn
 	conf     string
 	dir      string
@@ -155,11 +155,11 @@ func (s *soak) createDB() error {
 		return err
 	}
 	defer admin.Close(s.ctx)
-	name := fmt.Sprintf("pepsi_soak_%d", time.Now().Unix())
-	if _, err := admin.Exec(s.ctx, "CREATE DATABASE "+name); err != nil {
+	s.dbName = fmt.Sprintf("pepsi_soak_%d", time.Now().Unix())
+	if _, err := admin.Exec(s.ctx, "CREATE DATABASE "+s.dbName); err != nil {
 		return err
 	}
-	s.dsn = withDatabase(*dsnFlag, name)
+	s.dsn = queue.WithDatabase(*dsnFlag, s.dbName)
 	if s.conn, err = pgx.Connect(s.ctx, s.dsn); err != nil {
 		return err
 	}
@@ -186,21 +186,9 @@ func (s *soak) dropDB() {
 		return
 	}
 	defer admin.Close(s.ctx)
-	u, _ := url.Parse(s.dsn)
-	if _, err := admin.Exec(s.ctx, "DROP DATABASE IF EXISTS "+strings.TrimPrefix(u.Path, "/")+" WITH (FORCE)"); err != nil {
+	if _, err := admin.Exec(s.ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
 		s.logf("drop database: %v", err)
 	}
-}
-
-// withDatabase points a URL DSN at database name.
-func withDatabase(dsn, name string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		fmt.Fprintln(os.Stderr, "soak: -dsn must be a postgres:// URL")
-		os.Exit(2)
-	}
-	u.Path = "/" + name
-	return u.String()
 }
 
 // enqueue puts N messages at parse with COPY, in chunks.
