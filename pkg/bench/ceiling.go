@@ -109,16 +109,6 @@ func (u usage) per(n int) perTx {
 	return perTx{backends: u.backends / time.Duration(n), workers: u.workers / time.Duration(n), checkpoints: u.checkpoints}
 }
 
-// freeConnections is how many more sessions the server accepts, keeping
-// a margin for the harness and the dispatcher.
-func (b *bench) freeConnections(ctx context.Context) (int, error) {
-	var free int
-	err := b.db.Pool.QueryRow(ctx, `
-		SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
-		       - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`).Scan(&free)
-	return free - 8, err
-}
-
 // turnCeiling moves messages through the stages with the dispatcher's own
 // batched statement (pkg/queue RunTurn: settle the last claim's transitions
 // and claim again, one round trip) and no worker processes, for at most d:

@@ -12,7 +12,6 @@ import (
 type pool struct {
 	cfg       config.Stage
 	workers   []*worker // in start order
-	inflight  int       // ids handed to this stage's workers and not yet settled
 	coolUntil time.Time // no claims and no starts before this
 	cooling   bool      // in a cooldown episode (logged once)
 	more      bool      // pending rows may be waiting: worth a claim

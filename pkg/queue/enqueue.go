@@ -59,8 +59,7 @@ const reserveSQL = "SELECT nextval('pepsi.message_id_seq'::regclass) FROM genera
 // returns the new ids in payload order. Nothing is inserted on error.
 //
 // Server CPU is what limits it (the client's is a tenth of it): per
-// message, one message row and one state row with their index entries and
-// the foreign-key check. Without headers the headers column is left to its
+// message, one message row and one state row with their index entries. Without headers the headers column is left to its
 // default, so that no JSON is parsed per row (pepsi bench measures it).
 func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 	if len(b.Payloads) == 0 {

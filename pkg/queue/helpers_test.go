@@ -127,8 +127,6 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func strp(s string) *string { return &s }
-
 func deref(s *string) string {
 	if s == nil {
 		return "<nil>"
