@@ -404,6 +404,17 @@ func TestDispatchSigtermRestart(t *testing.T) {
 	}
 }
 
+// startActiveAndStandby starts a dispatcher, waits until it runs, then
+// starts a --standby one and waits until it waits for the lock.
+func startActiveAndStandby(t *testing.T) (active, standby *daemon) {
+	t.Helper()
+	active = startDispatch(t, "active dispatcher")
+	active.waitLog("dispatcher started", 1)
+	standby = startDispatch(t, "standby", "--standby")
+	standby.waitLog("standby: waiting for the dispatcher lock", 1)
+	return active, standby
+}
+
 // TestDispatchStandbyTakeover: a --standby dispatcher waits while the
 // active one works; the active one is killed with SIGKILL; the standby
 // takes the lock over, resets the orphans and finishes everything.
@@ -411,10 +422,7 @@ func TestDispatchStandbyTakeover(t *testing.T) {
 	f := newFaultDB(t, "")
 	const total = 300
 	f.enqueue(total, pipeline("5ms"))
-	a := startDispatch(t, "active dispatcher")
-	a.waitLog("dispatcher started", 1)
-	s := startDispatch(t, "standby", "--standby")
-	s.waitLog("standby: waiting for the dispatcher lock", 1)
+	a, s := startActiveAndStandby(t)
 	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
 	if strings.Contains(s.logs.String(), "dispatcher started") {
 		t.Fatalf("the standby started while the active one ran:\n%s", s.logs)
@@ -603,10 +611,7 @@ func TestDispatchPayloads(t *testing.T) {
 // for the lock exits 0, as a dispatcher does, not with an error.
 func TestDispatchStandbySigterm(t *testing.T) {
 	newFaultDB(t, "")
-	a := startDispatch(t, "active dispatcher")
-	a.waitLog("dispatcher started", 1)
-	s := startDispatch(t, "standby", "--standby")
-	s.waitLog("standby: waiting for the dispatcher lock", 1)
+	a, s := startActiveAndStandby(t)
 	if code := s.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("standby: exit %d on SIGTERM, want 0; log:\n%s", code, s.logs)
 	}
@@ -626,10 +631,7 @@ func TestDispatchLockLost(t *testing.T) {
 	f := newFaultDB(t, "")
 	const total = 200
 	f.enqueue(total, pipeline("5ms"))
-	a := startDispatch(t, "active dispatcher")
-	a.waitLog("dispatcher started", 1)
-	s := startDispatch(t, "standby", "--standby")
-	s.waitLog("standby: waiting for the dispatcher lock", 1)
+	a, s := startActiveAndStandby(t)
 	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
 	holder := f.int64(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
