@@ -479,3 +479,27 @@ func TestOutcomeString(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStageEndsTx: a stage function that commits m.Tx itself has taken
+// the pass's transaction from under the outcome: the pass fails, and the
+// message stays running (the outcome is not applied outside a transaction).
+func TestRunStageEndsTx(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("x")
+	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+		if err := m.Tx.Commit(ctx); err != nil {
+			return worker.Outcome{}, err
+		}
+		return worker.Finish(), nil
+	}
+	var out bytes.Buffer
+	if err := worker.Run(context.Background(), fn, f.opts(strings.NewReader(itoa(ids[0])+"\n"), &out)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1 # the stage function ended the pass's transaction (m.Tx is committed with the outcome)\n"; out.String() != want {
+		t.Errorf("status line %q, want %q", out.String(), want)
+	}
+	if status, stage, _, _ := f.row(ids[0]); status != "running" || stage != "a" {
+		t.Errorf("message %s at %s, want still running at a", status, stage)
+	}
+}

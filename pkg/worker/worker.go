@@ -86,7 +86,8 @@ type Message struct {
 	Payload   []byte          // pepsi.message.payload
 	// Tx is the transaction that holds the message's queue row. Do the
 	// stage's work in it: it commits together with the outcome. Do not
-	// commit or roll it back yourself. Nil in OnStatusLine mode.
+	// commit or roll it back yourself: a pass whose function did fails,
+	// and its outcome is not applied. Nil in OnStatusLine mode.
 	Tx pgx.Tx
 
 	fused  []protocol.Fused
