@@ -79,10 +79,11 @@ func TestChaosWorkers(t *testing.T) {
 	if n := b.int64("SELECT sum(crashes) FROM pepsi.stage_stats"); n < 1 {
 		t.Errorf("stage_stats.crashes = %d: no crash counted", n)
 	}
-	// A timeout for each hang that failed as one (a hang may instead have
-	// been killed from outside), and for each hangonce (now done).
+	// A timeout for each hang that failed as one. A hang, or a hangonce,
+	// may instead have been ended by a kill -9 from outside, which counts
+	// as a crash: which of them the kills hit is up to timing.
 	hung := b.int64("SELECT count(*) FROM pepsi.state WHERE status = 'failed' AND dispatch_error LIKE 'timeout%'")
-	if n := b.int64("SELECT sum(timeouts) FROM pepsi.stage_stats"); n < hung+1 {
-		t.Errorf("stage_stats.timeouts = %d, want more than the %d messages that failed by timeout", n, hung)
+	if n := b.int64("SELECT sum(timeouts) FROM pepsi.stage_stats"); n < hung {
+		t.Errorf("stage_stats.timeouts = %d, want at least the %d messages that failed by timeout", n, hung)
 	}
 }
