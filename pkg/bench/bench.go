@@ -207,16 +207,7 @@ func (b *bench) progress(format string, args ...any) {
 
 // setup creates the database, migrates it and adds the bench schema.
 func (b *bench) setup(ctx context.Context) error {
-	admin, err := pgx.Connect(ctx, b.o.DSN)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", b.o.DSN, err)
-	}
-	defer admin.Close(context.Background())
-	name := pgx.Identifier{b.o.Database}.Sanitize()
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", b.o.Database, err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if err := queue.RecreateDatabase(ctx, b.o.DSN, b.o.Database); err != nil {
 		return fmt.Errorf("create database %s: %w", b.o.Database, err)
 	}
 	b.dsn = queue.WithDatabase(b.o.DSN, b.o.Database)
@@ -228,14 +219,10 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := queue.Migrate(ctx, conn); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, `
-CREATE SCHEMA bench;
-CREATE TABLE bench.work (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
-CREATE TABLE bench.ceiling (id bigint PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`); err != nil {
+	if b.db, err = queue.Open(ctx, b.dsn, 4); err != nil {
 		return err
 	}
-	b.db, err = queue.Open(ctx, b.dsn, 4)
-	return err
+	return b.db.CreateBenchSchema(ctx)
 }
 
 // teardown drops the database unless it is to be kept.
@@ -249,27 +236,19 @@ func (b *bench) teardown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, b.o.DSN)
-	if err != nil {
-		return
-	}
-	defer admin.Close(ctx)
-	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{b.o.Database}.Sanitize()+" WITH (FORCE)")
+	_ = queue.DropDatabase(ctx, b.o.DSN, b.o.Database)
 }
 
 // header records what the run ran on.
 func (b *bench) header(ctx context.Context) error {
-	var version, sync, fsync, autovacuum string
-	var maxConns int
-	err := b.db.Pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit'),
-		current_setting('fsync'), current_setting('autovacuum'), current_setting('max_connections')::int`).Scan(&version, &sync, &fsync, &autovacuum, &maxConns)
+	st, err := b.db.Settings(ctx)
 	if err != nil {
 		return err
 	}
 	r := b.report
 	r.Header = append(r.Header,
 		fmt.Sprintf("%d CPUs, load %.1f at the start; PostgreSQL %s (synchronous_commit %s, fsync %s, autovacuum %s, max_connections %d)",
-			runtime.NumCPU(), loadAvg(), version, sync, fsync, autovacuum, maxConns),
+			runtime.NumCPU(), loadAvg(), st.Version, st.SynchronousCommit, st.Fsync, st.Autovacuum, st.MaxConnections),
 		fmt.Sprintf("database %s; %d stages; pipelines: %d workers (%d per stage), QUEUE_LIMIT %d, MAX_MESSAGES %d",
 			b.o.Database, b.o.Stages, b.o.Stages*b.o.Parallelism, b.o.Parallelism, b.o.QueueLimit, maxMessages))
 	return nil
@@ -277,8 +256,7 @@ func (b *bench) header(ctx context.Context) error {
 
 // reset empties the queue between runs.
 func (b *bench) reset(ctx context.Context) error {
-	_, err := b.db.Pool.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message")
-	return err
+	return b.db.Empty(ctx)
 }
 
 // path is a file in the run's directory.

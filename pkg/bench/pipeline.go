@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -205,18 +203,12 @@ func (b *bench) enqueueBatch(ctx context.Context, n int) (int64, error) {
 	return ids[0], nil
 }
 
-// idleSQL is true when no message is pending, running or paused; each
-// EXISTS walks its partial index.
-const idleSQL = `SELECT NOT (EXISTS (SELECT 1 FROM pepsi.state WHERE status = 'pending')
-	OR EXISTS (SELECT 1 FROM pepsi.state WHERE status = 'running')
-	OR EXISTS (SELECT 1 FROM pepsi.state WHERE status = 'paused'))`
-
 // waitIdle waits until every message is done or failed.
 func (b *bench) waitIdle(ctx context.Context, d *dispatcher, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		var idle bool
-		if err := b.db.Pool.QueryRow(ctx, idleSQL).Scan(&idle); err != nil {
+		idle, err := b.db.Idle(ctx)
+		if err != nil {
 			return err
 		}
 		if idle {
@@ -239,11 +231,7 @@ func (b *bench) waitIdle(ctx context.Context, d *dispatcher, timeout time.Durati
 
 // checkDone fails unless every message from id first on is done.
 func (b *bench) checkDone(ctx context.Context, first int64) error {
-	var notDone int64
-	var sample string
-	err := b.db.Pool.QueryRow(ctx, `
-		SELECT count(*), coalesce(min(status || ' at ' || stage || ': ' || coalesce(dispatch_error, error, '')), '')
-		  FROM pepsi.state WHERE id >= $1 AND status <> 'done'`, first).Scan(&notDone, &sample)
+	notDone, sample, err := b.db.NotDoneFrom(ctx, first)
 	if err != nil {
 		return err
 	}
@@ -308,11 +296,7 @@ func (b *bench) throughput(ctx context.Context, d *dispatcher, p pipeline, n int
 	if err := b.checkDone(ctx, first); err != nil {
 		return r, err
 	}
-	var secs float64
-	err = b.db.Pool.QueryRow(ctx, `
-		SELECT extract(epoch FROM max(s.updated_at) - min(m.created_at))::float8
-		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id WHERE s.id >= $1`, first).Scan(&secs)
-	r.elapsed = time.Duration(secs * float64(time.Second))
+	r.elapsed, err = b.db.SpanFrom(ctx, first)
 	return r, err
 }
 
@@ -352,14 +336,8 @@ func (b *bench) underLoad(ctx context.Context, d *dispatcher, rate float64, dur 
 	if err := b.checkDone(ctx, first); err != nil {
 		return 0, 0, 0, err
 	}
-	var q []float64
-	err = b.db.Pool.QueryRow(ctx, `
-		SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM s.updated_at - m.created_at)::float8)
-		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id WHERE s.id >= $1`, first).Scan(&q)
-	if err != nil || len(q) != 2 {
-		return 0, 0, 0, fmt.Errorf("latency percentiles: %v", err)
-	}
-	return time.Duration(q[0] * float64(time.Second)), time.Duration(q[1] * float64(time.Second)), got, nil
+	p50, p99, err = b.db.LatencyFrom(ctx, first)
+	return p50, p99, got, err
 }
 
 // snapshot is what the machine and the server have used so far.
@@ -384,20 +362,12 @@ func (b *bench) sample(ctx context.Context, pid int) (snapshot, error) {
 	if pid != 0 {
 		s.workers = cpuOf(children(pid))
 	}
-	rows, err := b.db.Pool.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'")
+	pids, err := b.db.BackendPIDs(ctx)
 	if err != nil {
 		return s, err
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return s, err
-	}
-	ps := make([]int, len(pids))
-	for i, p := range pids {
-		ps[i] = int(p)
-	}
-	s.backends = cpuOf(ps)
-	err = b.db.Pool.QueryRow(ctx, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&s.checkpoints)
+	s.backends = cpuOf(pids)
+	s.checkpoints, err = b.db.Checkpoints(ctx)
 	return s, err
 }
 

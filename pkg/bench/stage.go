@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 	"github.com/pepsi-dev/pepsi/pkg/worker"
 )
 
@@ -41,11 +42,6 @@ type StageOptions struct {
 	Trace   string // see TraceEnv; "" for none
 	Profile string // see ProfileEnv; "" for none
 }
-
-// workSQL is the stage's own work in InTransaction mode: one single-row
-// UPDATE, the same statement the commit ceiling runs. Every worker
-// updates its own row (its pid), so that workers never wait for each other.
-const workSQL = "UPDATE bench.work SET n = n + 1 WHERE id = $1"
 
 // Stage runs the benchmark's stage program until o.In ends or ctx is done.
 func Stage(ctx context.Context, o StageOptions) error {
@@ -82,12 +78,12 @@ func Stage(ctx context.Context, o StageOptions) error {
 		made := false
 		fn = func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 			if !made {
-				if _, err := m.Tx.Exec(ctx, "INSERT INTO bench.work (id) VALUES ($1) ON CONFLICT DO NOTHING", slot); err != nil {
+				if _, err := m.Tx.Exec(ctx, queue.BenchWorkRowSQL, slot); err != nil {
 					return worker.Outcome{}, err
 				}
 				made = true
 			}
-			if _, err := m.Tx.Exec(ctx, workSQL, slot); err != nil {
+			if _, err := m.Tx.Exec(ctx, queue.BenchWorkSQL, slot); err != nil {
 				return worker.Outcome{}, err
 			}
 			return out, nil

@@ -53,7 +53,7 @@ func (b *bench) ceilings(ctx context.Context) error {
 	r.add(Figure{Key: "ceiling.latency.p50", Name: "commit latency p50, 1 connection", Value: ms(q[0]), Unit: "ms", Of: "(is the floor)"})
 	r.add(Figure{Key: "ceiling.latency.p99", Name: "commit latency p99, 1 connection", Value: ms(q[1]), Unit: "ms", Of: "(is the floor)"})
 	r.add(Figure{Key: "ceiling.c", Name: fmt.Sprintf("commit ceiling, %d connections", c), Value: tpsC, Unit: "tx/s", Of: "(is a ceiling)"})
-	r.note("commit ceiling: single-statement transactions of %q, each connection on its own row, for %v; nothing else running", ceilingSQL, d)
+	r.note("commit ceiling: single-statement transactions of %q, each connection on its own row, for %v; nothing else running", queue.BenchCeilingSQL, d)
 	r.note("commit ceiling, 1 connection: per transaction %s; %d connections: %s", per1, c, perC)
 	return nil
 }
@@ -102,12 +102,7 @@ func (b *bench) enqueue(ctx context.Context) error {
 	}
 	b.progress("INSERT … SELECT of %d messages", n)
 	start := time.Now()
-	_, err = b.db.Pool.Exec(ctx, `
-WITH m AS (
-    INSERT INTO pepsi.message (payload) SELECT convert_to('message ' || i, 'UTF8') FROM generate_series(1, $1) i RETURNING id
-)
-INSERT INTO pepsi.state (id, stage) SELECT id, $2 FROM m`, n, b.stages[0])
-	if err != nil {
+	if err := b.db.InsertSelect(ctx, n, b.stages[0]); err != nil {
 		return err
 	}
 	ceiling := float64(n) / time.Since(start).Seconds()
@@ -124,18 +119,7 @@ func (b *bench) claim(ctx context.Context) error {
 		return nil
 	}
 	small := min(1_000, b.o.ClaimRows)
-	seed := func(from, to int) error {
-		_, err := b.db.Pool.Exec(ctx, `
-WITH m AS (
-    INSERT INTO pepsi.message (payload) SELECT '\x00'::bytea FROM generate_series($1::int, $2::int) RETURNING id
-)
-INSERT INTO pepsi.state (id, stage) SELECT id, 's' || (id % $3 + 1) FROM m`, from, to, len(b.stages))
-		if err != nil {
-			return err
-		}
-		_, err = b.db.Pool.Exec(ctx, "VACUUM (ANALYZE) pepsi.message, pepsi.state")
-		return err
-	}
+	seed := func(from, to int) error { return b.db.SeedPending(ctx, from, to, len(b.stages)) }
 	caps := make([]queue.StageCap, len(b.stages))
 	for i, s := range b.stages {
 		caps[i] = queue.StageCap{Stage: s, Cap: 16}
@@ -349,8 +333,8 @@ func (b *bench) wake(ctx context.Context) error {
 	acked := map[int64]time.Time{}
 	var first int64
 	for i := range b.o.WakeSamples {
-		var id int64
-		if err := conn.QueryRow(ctx, "SELECT pepsi.enqueue($1, ''::bytea, '{}'::jsonb)", b.stages[0]).Scan(&id); err != nil {
+		id, err := queue.EnqueueOne(ctx, conn, b.stages[0])
+		if err != nil {
 			return err
 		}
 		acked[id] = time.Now()
@@ -362,18 +346,13 @@ func (b *bench) wake(ctx context.Context) error {
 	if err := b.waitIdle(ctx, d, time.Minute); err != nil {
 		return err
 	}
-	var idle []float64
-	err = b.db.Pool.QueryRow(ctx, `
-		SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM s.updated_at - m.created_at)::float8)
-		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id WHERE s.id >= $1`, first).Scan(&idle)
+	idle50, idle99, err := b.db.LatencyFrom(ctx, first)
 	if err != nil {
 		return err
 	}
-	rss, err := d.stop()
-	if err != nil {
+	if _, err := d.stop(); err != nil {
 		return err
 	}
-	_ = rss
 	read, err := readTrace(p.trace, b.stages[0])
 	if err != nil {
 		return err
@@ -393,7 +372,7 @@ func (b *bench) wake(ctx context.Context) error {
 		Of: "floor: commit latency p50 (the claim is one)", Target: "≤ 2 ms", Met: atMost(ms(q[0]), ms(targetWakeP50)), Load: load})
 	b.report.add(Figure{Key: "wake.p99", Name: name + ": p99", Value: ms(q[1]), Unit: "ms", Ceiling: ms(b.commitP99),
 		Of: "floor: commit latency p99", Target: "≤ 10 ms", Met: atMost(ms(q[1]), ms(targetWakeP99)), Load: load})
-	b.report.note("idle enqueue → done (%d no-op status-line stages): p50 %.2f ms, p99 %.2f ms", len(b.stages), idle[0]*1000, idle[1]*1000)
+	b.report.note("idle enqueue → done (%d no-op status-line stages): p50 %.2f ms, p99 %.2f ms", len(b.stages), ms(idle50), ms(idle99))
 	return nil
 }
 

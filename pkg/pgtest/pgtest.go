@@ -32,27 +32,16 @@ func Empty(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	server := ServerDSN()
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		t.Fatalf("pgtest: connect to %s (set PEPSI_TEST_DSN): %v", server, err)
-	}
-	defer admin.Close(ctx)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "pepsi_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("pgtest: create database: %v", err)
+	if err := queue.RecreateDatabase(ctx, server, name); err != nil {
+		t.Fatalf("pgtest: create database on %s (set PEPSI_TEST_DSN): %v", server, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, server)
-		if err != nil {
-			t.Errorf("pgtest: drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if err := queue.DropDatabase(ctx, server, name); err != nil {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})

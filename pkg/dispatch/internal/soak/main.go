@@ -150,16 +150,12 @@ func (s *soak) run() (int, error) {
 // createDB creates a fresh database on the server, migrates it and adds
 // the test worker's tables.
 func (s *soak) createDB() error {
-	admin, err := pgx.Connect(s.ctx, *dsnFlag)
-	if err != nil {
-		return err
-	}
-	defer admin.Close(s.ctx)
 	s.dbName = fmt.Sprintf("pepsi_soak_%d", time.Now().Unix())
-	if _, err := admin.Exec(s.ctx, "CREATE DATABASE "+s.dbName); err != nil {
+	if err := queue.RecreateDatabase(s.ctx, *dsnFlag, s.dbName); err != nil {
 		return err
 	}
 	s.dsn = queue.WithDatabase(*dsnFlag, s.dbName)
+	var err error
 	if s.conn, err = pgx.Connect(s.ctx, s.dsn); err != nil {
 		return err
 	}
@@ -180,13 +176,7 @@ func (s *soak) dropDB() {
 		s.logf("kept the database: %s", s.dsn)
 		return
 	}
-	admin, err := pgx.Connect(s.ctx, *dsnFlag)
-	if err != nil {
-		s.logf("drop database: %v", err)
-		return
-	}
-	defer admin.Close(s.ctx)
-	if _, err := admin.Exec(s.ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
+	if err := queue.DropDatabase(s.ctx, *dsnFlag, s.dbName); err != nil {
 		s.logf("drop database: %v", err)
 	}
 }
