@@ -21,7 +21,7 @@ func (db *DB) TimeClaim(ctx context.Context, caps []StageCap) (int, time.Duratio
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		start := time.Now()
 		rows, err := tx.Query(ctx, claimSQL, args...)
-		got, err := scanClaimed(rows, err, nil)
+		got, _, err := scanClaimed(rows, err, nil, nil)
 		took, n = time.Since(start), len(got)
 		if err != nil {
 			return err

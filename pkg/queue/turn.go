@@ -23,6 +23,7 @@ type TurnResult struct {
 	NextPaused time.Time // zero: no paused row left (only set when Resume)
 	Settled    []Settled
 	Claimed    []Claimed
+	waits      []Claimed // the claim's scratch space
 }
 
 // RunTurn sends t as one batch and fills res.
@@ -68,7 +69,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		}
 		if hasClaim {
 			rows, err := br.Query()
-			if res.Claimed, err = scanClaimed(rows, err, res.Claimed); err != nil {
+			if res.Claimed, res.waits, err = scanClaimed(rows, err, res.Claimed, res.waits[:0]); err != nil {
 				return err
 			}
 		}
