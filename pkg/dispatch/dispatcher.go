@@ -61,6 +61,7 @@ type Dispatcher struct {
 	job        *job      // the job in flight, if any
 	jobBuf     job
 	wakeGen    uint64 // counts wakes, so a job's result does not hide a later one
+	waker      waker  // polling or waiting for notifications
 	nextPaused time.Time
 	checkPause bool
 	retryAt    time.Time     // after a database error: no queue work before this
@@ -199,6 +200,7 @@ func (d *Dispatcher) start(ctx context.Context) error {
 		d.obs.OrphansRescued(n)
 	}
 	d.checkPause = true
+	d.waker.start(d.now())
 	d.nextOrphans = d.now().Add(dc.OrphanSweep)
 	d.nextExpire = d.now()
 	d.obs.Health(true)

@@ -31,11 +31,13 @@ func (d *Dispatcher) runJobs() {
 // resume due paused rows, settle every verdict, claim for every stage that
 // has room and may have work.
 func (d *Dispatcher) startJob(now time.Time) {
+	w := &d.waker
 	resume := !d.stopping && (d.checkPause || (!d.nextPaused.IsZero() && !now.Before(d.nextPaused)))
 	caps := d.caps[:0]
 	if !d.stopping {
-		// Settled rows may be requeued to any stage: worth a claim there too.
-		any := len(d.settles) > 0 || resume
+		// Settled rows may be requeued to any stage: worth a claim there
+		// too; so is every stage with room when a poll is due.
+		any := len(d.settles) > 0 || resume || w.pollDue(now)
 		for _, p := range d.pools {
 			if c := p.capacity(now); c > 0 && (p.more || any) {
 				caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
@@ -43,11 +45,15 @@ func (d *Dispatcher) startJob(now time.Time) {
 		}
 	}
 	d.caps = caps
-	if !resume && len(d.settles) == 0 && len(caps) == 0 {
+	busy := resume || len(d.settles) > 0 || len(caps) > 0
+	if !busy && (d.stopping || !w.needsTurn(now, false)) {
 		return
 	}
 	j := &d.jobBuf
 	j.turn = queue.Turn{Resume: resume, Settles: d.settles, Caps: caps}
+	if !d.stopping {
+		w.turn(&j.turn)
+	}
 	j.err, j.gen = nil, d.wakeGen
 	d.settles, d.spare = d.spare[:0], nil
 	d.checkPause = false
@@ -63,12 +69,14 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 	if j.err != nil {
 		d.settles, d.spare = append(t.Settles, d.settles...), d.settles[:0]
 		d.checkPause = d.checkPause || t.Resume
+		d.waker.failed(t)
 		d.dbFailed(now, "queue turn", j.err)
 		return
 	}
 	d.spare = t.Settles[:0]
 	d.backoff = 0
 	woken := j.gen != d.wakeGen
+	d.waker.done(t, res, len(t.Settles) > 0 || res.Resumed > 0 || len(res.Claimed) > 0, now)
 	if t.Resume {
 		d.nextPaused = res.NextPaused
 		if res.Resumed > 0 {

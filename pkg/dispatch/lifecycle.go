@@ -105,6 +105,12 @@ func (d *Dispatcher) finish(fatal error) error {
 	}
 	if err != nil {
 		d.log.Error("giving up: messages stay running until the next start resets them", "count", len(d.settles))
+	} else if !d.lockless {
+		// No one listens now: producers need not notify (the next
+		// dispatcher claims everything pending when it starts).
+		if err := d.db.SetArmed(ctx, false); err != nil {
+			d.log.Warn("database: clearing the wake flag failed", "err", err)
+		}
 	}
 	if d.tally.dirty {
 		d.flushStats(ctx, d.now())

@@ -86,6 +86,7 @@ func (d *Dispatcher) drainEvents() {
 // woken marks every stage worth a claim and due paused rows worth a look.
 func (d *Dispatcher) woken() {
 	d.wakeGen++
+	d.waker.woken(d.now())
 	for _, p := range d.pools {
 		p.more = true
 	}
@@ -192,6 +193,10 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		soon(d.nextPaused)
 		if !d.stopping {
 			soon(d.sweepDeadline(now))
+			soon(d.waker.pollAt)
+			if d.waker.write != queue.ArmKeep {
+				soon(now)
+			}
 		}
 	}
 	for _, p := range d.pools {

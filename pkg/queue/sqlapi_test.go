@@ -248,6 +248,44 @@ func TestIngressNotify(t *testing.T) {
 	}
 	expectOnly(t, db, conn, "pepsi_ingress", 0)
 
+	// While the wake flag is off (a busy dispatcher polls) nothing
+	// notifies; with it on again, or with its row gone (the table is
+	// unlogged: a crash empties it), every statement does.
+	if err := db.SetArmed(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{[]byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 0)
+	if err := db.SetArmed(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 1)
+	exec(t, db, "DELETE FROM pepsi.wake")
+	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 1)
+	if err := db.SetArmed(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 0)
+	if err := db.SetArmed(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+
 	// The listener moves the channel: the trigger follows the setting.
 	l, err := queue.Dial(ctx, dsn, "pepsi_other")
 	if err != nil {

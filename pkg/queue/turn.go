@@ -8,13 +8,27 @@ import (
 )
 
 // Turn is the dispatcher's queue work for one wake, done in one round trip
-// and one transaction, in this order: resume due paused rows, settle
-// verdicts, claim. Each part is optional.
+// and one transaction, in this order: write the wake flag, resume due
+// paused rows, settle verdicts, read the snapshot horizon, claim. Each part
+// is optional.
 type Turn struct {
-	Resume  bool
-	Settles []Settle
-	Caps    []StageCap
+	Arm      Arm // the wake flag to write; ArmKeep: none
+	Resume   bool
+	Settles  []Settle
+	Snapshot bool // read the horizon of a snapshot taken just before the claim
+	Caps     []StageCap
 }
+
+// Arm is what a Turn writes to the wake flag (pepsi.wake.armed): whether
+// producers notify.
+type Arm uint8
+
+// The wake flag writes.
+const (
+	ArmKeep Arm = iota // leave it
+	ArmOn              // producers notify: the dispatcher waits for them
+	ArmOff             // producers do not notify: the dispatcher polls
+)
 
 // TurnResult is what a Turn did. Its slices are reused by the next Turn
 // given the same result.
@@ -23,7 +37,27 @@ type TurnResult struct {
 	NextPaused time.Time // zero: no paused row left (only set when Resume)
 	Settled    []Settled
 	Claimed    []Claimed
+	// With Turn.Snapshot: the oldest transaction still running when the
+	// snapshot was taken, and the first not yet started (pg_snapshot_xmin
+	// and pg_snapshot_xmax); every transaction below Xmin has ended.
+	Xmin, Xmax int64
 	waits      []Claimed // the claim's scratch space
+}
+
+// armSQL writes the wake flag; the row is made again if it is gone (the
+// table is unlogged: a crash empties it).
+const armSQL = `INSERT INTO pepsi.wake (armed) VALUES ($1)
+    ON CONFLICT (one) DO UPDATE SET armed = excluded.armed WHERE pepsi.wake.armed <> excluded.armed`
+
+// snapshotSQL reads the horizon of a fresh snapshot (see TurnResult.Xmin).
+const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint FROM pg_current_snapshot() s`
+
+// SetArmed writes the wake flag on its own.
+func (db *DB) SetArmed(ctx context.Context, on bool) error {
+	return retry(ctx, func() error {
+		_, err := db.Pool.Exec(ctx, armSQL, on)
+		return err
+	})
 }
 
 // RunTurn sends t as one batch and fills res.
@@ -34,14 +68,20 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		settle = settleArgs(t.Settles)
 	}
 	return retry(ctx, func() error {
-		res.Resumed, res.NextPaused = 0, time.Time{}
+		res.Resumed, res.NextPaused, res.Xmin, res.Xmax = 0, time.Time{}, 0, 0
 		res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
 		b := &pgx.Batch{}
+		if t.Arm != ArmKeep {
+			b.Queue(armSQL, t.Arm == ArmOn)
+		}
 		if t.Resume {
 			b.Queue(resumeSQL)
 		}
 		if settle != nil {
 			b.Queue(settleSQL, settle...)
+		}
+		if t.Snapshot {
+			b.Queue(snapshotSQL)
 		}
 		if hasClaim {
 			b.Queue(claimSQL, claim...)
@@ -52,6 +92,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		br := db.Pool.SendBatch(ctx, b)
 		defer br.Close()
 		var err error
+		if t.Arm != ArmKeep {
+			if _, err = br.Exec(); err != nil {
+				return err
+			}
+		}
 		if t.Resume {
 			var next *time.Time
 			if err = br.QueryRow().Scan(&res.Resumed, &next); err != nil {
@@ -64,6 +109,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if settle != nil {
 			rows, err := br.Query()
 			if res.Settled, err = scanSettled(rows, err, res.Settled); err != nil {
+				return err
+			}
+		}
+		if t.Snapshot {
+			if err = br.QueryRow().Scan(&res.Xmin, &res.Xmax); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,183 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// slowPoll is a heartbeat far longer than any deadline below: a message
+// that only the heartbeat could find fails the test.
+const slowPoll = "POLL_INTERVAL = 600\nSTATS_INTERVAL = 60\nWORKER_IDLE_TIMEOUT = 30\nSHUTDOWN_GRACE = 5"
+
+// armed reads the wake flag.
+func (b *bundle) armed() bool {
+	b.t.Helper()
+	var on bool
+	if err := b.db.Pool.QueryRow(context.Background(), "SELECT pepsi.armed()").Scan(&on); err != nil {
+		b.t.Fatal(err)
+	}
+	return on
+}
+
+// TestWakeNotified: an idle dispatcher arms, and a message enqueued then
+// wakes it through the trigger's notification; a stopped dispatcher leaves
+// the flag off.
+func TestWakeNotified(t *testing.T) {
+	b := setup(t, slowPoll, "a\nQUEUE_LIMIT = 4")
+	b.start()
+	b.waitFor("the dispatcher to arm", time.Minute, b.armed)
+	for range 5 {
+		id := b.enqueue("a", "a=tdone")[0]
+		b.waitFor("the message to be done", 30*time.Second, func() bool {
+			st, _, _ := b.row(id)
+			return st == "done"
+		})
+		// Idle again, it arms again.
+		b.waitFor("the dispatcher to arm again", time.Minute, b.armed)
+	}
+	b.checkInvariants()
+	if b.armed() {
+		t.Error("the wake flag is on after the dispatcher stopped; producers would notify no one")
+	}
+}
+
+// TestWakeHorizon: a producer whose trigger read the flag as off (so it
+// sends no notification) and that commits only after the dispatcher armed
+// is still claimed at once: the dispatcher keeps polling until a snapshot
+// is past every transaction that may have read the old flag.
+func TestWakeHorizon(t *testing.T) {
+	b := setup(t, slowPoll, "a\nQUEUE_LIMIT = 4")
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, "UPDATE pepsi.wake SET armed = false"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, "SELECT pepsi.enqueue('a', 'a=tdone')").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	b.waitFor("the dispatcher to arm", time.Minute, b.armed)
+	if n := b.int64("SELECT count(*) FROM pepsi.state WHERE id = $1", id); n != 0 {
+		t.Fatalf("the uncommitted message is visible (%d rows)", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the skipped producer's message to be done", 30*time.Second, func() bool {
+		st, _, _ := b.row(id)
+		return st == "done"
+	})
+	b.checkInvariants()
+}
+
+// TestWakeHeartbeat: a message whose notification never comes (the flag
+// is cleared behind the armed dispatcher's back) waits at most
+// POLL_INTERVAL.
+func TestWakeHeartbeat(t *testing.T) {
+	b := setup(t, "POLL_INTERVAL = 1\nSTATS_INTERVAL = 60\nWORKER_IDLE_TIMEOUT = 30\nSHUTDOWN_GRACE = 5", "a\nQUEUE_LIMIT = 4")
+	b.start()
+	b.waitFor("the dispatcher to arm", time.Minute, b.armed)
+	if _, err := b.db.Pool.Exec(context.Background(), "UPDATE pepsi.wake SET armed = false"); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("a", "a=tdone")[0]
+	b.waitFor("the message to be done", 30*time.Second, func() bool {
+		st, _, _ := b.row(id)
+		return st == "done"
+	})
+	b.checkInvariants()
+}
+
+// TestWaker walks the wake modes without a database.
+func TestWaker(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	var w waker
+	w.start(t0)
+	var tr queue.Turn
+	w.turn(&tr)
+	if tr.Arm != queue.ArmOff || tr.Snapshot {
+		t.Fatalf("first turn: arm %v snapshot %v, want the flag written off", tr.Arm, tr.Snapshot)
+	}
+	// Busy turns keep it hot, polling.
+	w.done(&tr, &queue.TurnResult{}, true, at(time.Millisecond))
+	if w.mode != wakeHot || !w.pollAt.Equal(at(time.Millisecond+pollGap)) {
+		t.Fatalf("after a busy turn: mode %d poll at %v", w.mode, w.pollAt)
+	}
+	// A quiet turn before armAfter: poll again.
+	w.turn(&tr)
+	w.done(&tr, &queue.TurnResult{}, false, at(2*time.Millisecond))
+	if w.mode != wakeHot {
+		t.Fatalf("quiet for 1 ms: mode %d, want hot", w.mode)
+	}
+	// Quiet for armAfter: arm.
+	w.turn(&tr)
+	w.done(&tr, &queue.TurnResult{}, false, at(time.Millisecond+armAfter))
+	if w.mode != wakeArming || w.write != queue.ArmOn || !w.pollDue(at(time.Millisecond+armAfter)) {
+		t.Fatalf("quiet for armAfter: mode %d write %v", w.mode, w.write)
+	}
+	now := at(10 * time.Millisecond)
+	// The turn that writes the arm: its snapshot predates the arm's commit.
+	w.turn(&tr)
+	if tr.Arm != queue.ArmOn || !tr.Snapshot {
+		t.Fatalf("arming turn: arm %v snapshot %v", tr.Arm, tr.Snapshot)
+	}
+	w.done(&tr, &queue.TurnResult{Xmin: 90, Xmax: 100}, false, now)
+	if w.horizon != 0 {
+		t.Fatalf("horizon %d from the arming turn's own snapshot", w.horizon)
+	}
+	// The next gives the horizon.
+	w.turn(&tr)
+	w.done(&tr, &queue.TurnResult{Xmin: 95, Xmax: 120}, false, now)
+	if w.horizon != 120 || w.mode != wakeArming {
+		t.Fatalf("horizon %d mode %d, want 120 arming", w.horizon, w.mode)
+	}
+	// An old transaction stays open: the polls back off, up to armGapMax.
+	last := time.Duration(0)
+	for range 20 {
+		w.turn(&tr)
+		w.done(&tr, &queue.TurnResult{Xmin: 110, Xmax: 130}, false, now)
+		gap := w.pollAt.Sub(now)
+		if w.mode != wakeArming || gap < last || gap > armGapMax {
+			t.Fatalf("xmin below the horizon: mode %d gap %v (last %v)", w.mode, gap, last)
+		}
+		last = gap
+	}
+	if last != armGapMax {
+		t.Fatalf("polls backed off to %v, want %v", last, armGapMax)
+	}
+	// It ended: armed, no more polls.
+	w.turn(&tr)
+	w.done(&tr, &queue.TurnResult{Xmin: 120, Xmax: 130}, false, now)
+	if w.mode != wakeArmed || !w.pollAt.IsZero() {
+		t.Fatalf("xmin at the horizon: mode %d poll at %v, want armed and waiting", w.mode, w.pollAt)
+	}
+	if w.needsTurn(now.Add(time.Hour), false) {
+		t.Fatal("armed and waiting, yet it wants a turn")
+	}
+	// A notification: hot, the flag written off.
+	w.woken(now)
+	if w.mode != wakeHot || w.write != queue.ArmOff || !w.pollDue(now) {
+		t.Fatalf("woken: mode %d write %v", w.mode, w.write)
+	}
+	// A failed turn writes the flag again.
+	w.turn(&tr)
+	w.failed(&tr)
+	if w.write != queue.ArmOff {
+		t.Fatalf("after a failed turn: write %v, want ArmOff again", w.write)
+	}
+}
