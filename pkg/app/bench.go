@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -49,6 +50,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "enqueue-runs", Value: d.EnqueueRuns, Usage: "`N` pepsi enqueue runs (the median counts)"},
 			&cli.IntFlag{Name: "claim-rows", Value: d.ClaimRows, Usage: "`N` pending rows for the large claim; 0 skips it"},
 			&cli.StringFlag{Name: "only", Usage: "run only the steps in `LIST` (comma-separated: " + strings.Join(bench.Steps, ",") + ")"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "the report's `FORMAT` on stdout: table, or json (for programs)"},
 		},
 		Action: runBench,
 		Subcommands: []*cli.Command{{
@@ -85,6 +87,10 @@ func runBench(c *cli.Context) error {
 			return usage("--%s %v: must be positive", name, c.Duration(name))
 		}
 	}
+	format := c.String("format")
+	if format != "table" && format != "json" {
+		return usage("--format %q: want table or json", format)
+	}
 	var only []string
 	if list := c.String("only"); list != "" {
 		for _, step := range strings.Split(list, ",") {
@@ -107,9 +113,13 @@ func runBench(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	_, err = bench.Run(ctx, bench.Options{
+	out := c.App.Writer
+	if format == "json" {
+		out = io.Discard // the table; the report is printed as JSON below
+	}
+	report, err := bench.Run(ctx, bench.Options{
 		DSN: cfg.DSN, Database: c.String("database"), Keep: c.Bool("keep"), Exe: exe,
-		Out: c.App.Writer, Progress: c.App.ErrWriter,
+		Out: out, Progress: c.App.ErrWriter,
 		Stages: c.Int("stages"), Parallelism: c.Int("parallelism"), QueueLimit: c.Int("queue-limit"),
 		CommitMessages: c.Int("commit-messages"), Messages: c.Int("messages"), WideWorkers: c.Int("wide-workers"),
 		CeilingTime: c.Duration("ceiling-time"), WakeSamples: c.Int("wake-samples"),
@@ -117,7 +127,10 @@ func runBench(c *cli.Context) error {
 		EnqueueN: c.Int("enqueue-messages"), EnqueueRuns: c.Int("enqueue-runs"), ClaimRows: c.Int("claim-rows"),
 		Only: only,
 	})
-	return err
+	if err != nil || format != "json" {
+		return err
+	}
+	return report.PrintJSON(c.App.Writer)
 }
 
 // runBenchStage is the stage program of the benchmark's pipelines, built

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -102,6 +103,58 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\npepsi bench took %s\n", r.Took.Round(time.Second))
+}
+
+// PrintJSON writes the report as one JSON object, for programs (pepsi bench
+// --format json): header lines, figures (key, name, value, unit, ceiling,
+// of, ratio, target, met, load; a ceiling or ratio of 0 is left out, and
+// a value that is not a finite number is null), notes and the run's
+// duration in seconds.
+func (r *Report) PrintJSON(w io.Writer) error {
+	type figure struct {
+		Key     string   `json:"key"`
+		Name    string   `json:"name"`
+		Value   *float64 `json:"value"`
+		Unit    string   `json:"unit"`
+		Ceiling *float64 `json:"ceiling,omitempty"`
+		Of      string   `json:"of,omitempty"`
+		Ratio   *float64 `json:"ratio,omitempty"`
+		Target  string   `json:"target,omitempty"`
+		Met     string   `json:"met,omitempty"`
+		Load    *float64 `json:"load"`
+	}
+	finite := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	nonzero := func(v float64) *float64 {
+		if v == 0 {
+			return nil
+		}
+		return finite(v)
+	}
+	out := struct {
+		Header  []string `json:"header"`
+		Figures []figure `json:"figures"`
+		Notes   []string `json:"notes"`
+		Took    float64  `json:"took_seconds"`
+	}{Header: r.Header, Figures: []figure{}, Notes: r.Notes, Took: r.Took.Seconds()}
+	if out.Header == nil {
+		out.Header = []string{}
+	}
+	if out.Notes == nil {
+		out.Notes = []string{}
+	}
+	for _, f := range r.Figures {
+		out.Figures = append(out.Figures, figure{Key: f.Key, Name: f.Name, Value: finite(f.Value), Unit: f.Unit,
+			Ceiling: nonzero(f.Ceiling), Of: f.Of, Ratio: nonzero(f.Ratio), Target: f.Target, Met: f.Met, Load: finite(f.Load)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
 }
 
 // num formats a figure with three significant digits, thousands spaced.
