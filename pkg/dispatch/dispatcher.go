@@ -56,12 +56,12 @@ type Dispatcher struct {
 	settles    []queue.Settle // verdicts for the next job
 	spare      []queue.Settle // the other settles buffer, while a job has one
 	caps       []queue.StageCap
-	jobs       chan *job // to the queue goroutine
-	results    chan *job // from it
-	job        *job      // the job in flight, if any
-	jobBuf     job
-	wakeGen    uint64 // counts wakes, so a job's result does not hide a later one
-	waker      waker  // polling or waiting for notifications
+	claimer    lane      // claims, resumes, the wake flag
+	settler    lane      // settles
+	results    chan *job // from both lanes
+	marks      uint64    // counts markMore calls
+	wakeGen    uint64    // counts wakes, so a job's result does not hide a later one
+	waker      waker     // polling or waiting for notifications
 	nextPaused time.Time
 	checkPause bool
 	retryAt    time.Time     // after a database error: no queue work before this
@@ -100,8 +100,9 @@ func New(opts Options) (*Dispatcher, error) {
 		lisErr:  make(chan error, 1),
 		relisen: make(chan *queue.Listener, 1),
 		fatal:   make(chan error, 1),
-		jobs:    make(chan *job, 1),
-		results: make(chan *job, 1),
+		claimer: lane{name: "claim", jobs: make(chan *job, 1)},
+		settler: lane{name: "settle", jobs: make(chan *job, 1)},
+		results: make(chan *job, 2),
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -144,12 +145,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.close()
 	lctx, cancel := context.WithCancel(context.Background())
 	d.goBackground(func() { d.listen(lctx, d.lis) })
-	d.goBackground(d.runJobs)
+	d.claimer.buf.lane, d.settler.buf.lane = &d.claimer, &d.settler
+	d.goBackground(func() { d.runJobs(&d.claimer) })
+	d.goBackground(func() { d.runJobs(&d.settler) })
 	if every := d.cfg.Dispatch.VacuumInterval; every > 0 {
 		d.goBackground(func() { d.vacuum(lctx, every) })
 	}
 	err := d.loop(ctx, lctx)
-	close(d.jobs)
+	close(d.claimer.jobs)
+	close(d.settler.jobs)
 	cancel()
 	d.bg.Wait()
 	select {
@@ -180,7 +184,7 @@ func (d *Dispatcher) start(ctx context.Context) error {
 	if err := d.lock(ctx, lis); err != nil {
 		return err
 	}
-	maxConns := int32(4) // the queue job, the loop's sweeps and flushes, the vacuum sweep, one spare
+	maxConns := int32(5) // the two lanes, the loop's sweeps and flushes, the vacuum sweep, one spare
 	if d.db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
 		return err
 	}

@@ -9,17 +9,33 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// job is one queue turn handed to the queue goroutine, and its result.
-type job struct {
-	turn queue.Turn
-	res  queue.TurnResult
-	err  error
-	gen  uint64 // wakeGen when it was started
+// lane is a queue goroutine and the job it has in flight. The claim lane
+// writes the wake flag, resumes due paused rows and claims; the settle
+// lane settles answers. They run side by side, each on a connection and
+// so a server backend of its own: they touch disjoint rows (a claim takes
+// pending rows, a settle running ones), and while the database settles one
+// batch it claims the next instead of waiting for it.
+type lane struct {
+	name string
+	jobs chan *job
+	job  *job // in flight, if any
+	buf  job
 }
 
-// runJobs executes jobs one at a time until jobs is closed.
-func (d *Dispatcher) runJobs() {
-	for j := range d.jobs {
+// job is one queue turn handed to a lane, and its result.
+type job struct {
+	lane  *lane
+	turn  queue.Turn
+	res   queue.TurnResult
+	err   error
+	gen   uint64    // claims: wakeGen when it was started
+	marks uint64    // claims: marks when it was started
+	pause time.Time // claims with Resume: the earliest pause a settle reported meanwhile
+}
+
+// runJobs executes l's jobs one at a time until its channel is closed.
+func (d *Dispatcher) runJobs(l *lane) {
+	for j := range l.jobs {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		j.err = d.db.RunTurn(ctx, j.turn, &j.res)
 		cancel()
@@ -27,90 +43,146 @@ func (d *Dispatcher) runJobs() {
 	}
 }
 
-// startJob hands the queue work gathered so far to the queue goroutine:
-// resume due paused rows, settle every verdict, claim for every stage that
-// has room and may have work.
-func (d *Dispatcher) startJob(now time.Time) {
+// busy reports whether a lane has a job in flight.
+func (d *Dispatcher) busy() bool { return d.claimer.job != nil || d.settler.job != nil }
+
+// startJobs hands the queue work gathered so far to the lanes that are free.
+func (d *Dispatcher) startJobs(now time.Time) {
+	d.startSettle()
+	d.startClaim(now)
+}
+
+// startSettle sends every verdict gathered so far to the settle lane.
+func (d *Dispatcher) startSettle() {
+	l := &d.settler
+	if l.job != nil || len(d.settles) == 0 {
+		return
+	}
+	j := &l.buf
+	j.turn = queue.Turn{Settles: d.settles}
+	j.err = nil
+	d.settles, d.spare = d.spare[:0], nil
+	l.job = j
+	l.jobs <- j
+}
+
+// startClaim sends the claim lane its work: the wake flag, due paused rows
+// back to pending, a claim for every stage that has room and may have work.
+func (d *Dispatcher) startClaim(now time.Time) {
+	l := &d.claimer
+	if l.job != nil || d.stopping {
+		return
+	}
 	w := &d.waker
-	resume := !d.stopping && (d.checkPause || (!d.nextPaused.IsZero() && !now.Before(d.nextPaused)))
+	resume := d.checkPause || (!d.nextPaused.IsZero() && !now.Before(d.nextPaused))
+	// A resume or a due poll may find work at any stage with room.
+	any := resume || w.pollDue(now)
 	caps := d.caps[:0]
-	if !d.stopping {
-		// Settled rows may be requeued to any stage: worth a claim there
-		// too; so is every stage with room when a poll is due.
-		any := len(d.settles) > 0 || resume || w.pollDue(now)
-		for _, p := range d.pools {
-			if c := p.capacity(now); c > 0 && (p.more || any) {
-				caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
-			}
+	for _, p := range d.pools {
+		if c := p.capacity(now); c > 0 && (p.more || any) {
+			caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
 		}
 	}
 	d.caps = caps
-	busy := resume || len(d.settles) > 0 || len(caps) > 0
-	if !busy && (d.stopping || !w.needsTurn(now, false)) {
+	if !resume && len(caps) == 0 && !w.needsTurn(now, false) {
 		return
 	}
-	j := &d.jobBuf
-	j.turn = queue.Turn{Resume: resume, Settles: d.settles, Caps: caps}
-	if !d.stopping {
-		w.turn(&j.turn)
-	}
-	j.err, j.gen = nil, d.wakeGen
-	d.settles, d.spare = d.spare[:0], nil
+	j := &l.buf
+	j.turn = queue.Turn{Resume: resume, Caps: caps}
+	w.turn(&j.turn)
+	j.err, j.gen, j.marks, j.pause = nil, d.wakeGen, d.marks, time.Time{}
 	d.checkPause = false
-	d.job = j
-	d.jobs <- j
+	l.job = j
+	l.jobs <- j
 }
 
-// finishJob applies a job's result: statistics, what may be pending where,
-// and the claimed messages handed to workers.
+// finishJob applies a job's result.
 func (d *Dispatcher) finishJob(j *job, now time.Time) {
-	d.job = nil
+	j.lane.job = nil
+	if j.lane == &d.settler {
+		d.finishSettle(j, now)
+	} else {
+		d.finishClaim(j, now)
+	}
+}
+
+// markMore says that stage p may have pending rows; a claim in flight
+// does not take that back (marks).
+func (d *Dispatcher) markMore(p *pool) {
+	d.marks++
+	p.more, p.marked = true, d.marks
+}
+
+// finishSettle applies a settle's result: statistics, stages that got
+// pending rows, when paused rows fall due.
+func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	t, res := &j.turn, &j.res
 	if j.err != nil {
 		d.settles, d.spare = append(t.Settles, d.settles...), d.settles[:0]
-		d.checkPause = d.checkPause || t.Resume
-		d.waker.failed(t)
-		d.dbFailed(now, "queue turn", j.err)
+		d.dbFailed(now, "settle", j.err)
 		return
 	}
 	d.spare = t.Settles[:0]
 	d.backoff = 0
-	woken := j.gen != d.wakeGen
-	d.waker.done(t, res, len(t.Settles) > 0 || res.Resumed > 0 || len(res.Claimed) > 0, now)
-	if t.Resume {
-		d.nextPaused = res.NextPaused
-		if res.Resumed > 0 {
-			d.tally.global.Resumed += res.Resumed
-			d.tally.dirty = true
-		}
-	}
-	claimedFrom := func(stage string) (int, bool) {
-		for _, c := range t.Caps {
-			if c.Stage == stage {
-				return c.Cap, true
-			}
-		}
-		return 0, false
-	}
 	for i := range res.Settled {
 		s := &res.Settled[i]
 		d.tally.settled(s)
 		if s.Set == queue.Pending {
 			if p := d.byName[s.Stage]; p != nil {
-				if _, ok := claimedFrom(s.Stage); !ok {
-					p.more = true
-				}
+				d.markMore(p)
 			}
 		}
 		paused := s.Set == queue.Paused || (s.Set == "" && s.Status == queue.Paused)
-		if paused && (d.nextPaused.IsZero() || s.Timeout.Before(d.nextPaused)) {
-			d.nextPaused = s.Timeout
+		if paused {
+			d.nextPaused = earliest(d.nextPaused, s.Timeout)
+			if c := d.claimer.job; c != nil && c.turn.Resume {
+				c.pause = earliest(c.pause, s.Timeout)
+			}
 		}
+	}
+}
+
+// earliest is the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// finishClaim applies a claim lane's result: resumed rows, what may be
+// pending where, and the claimed messages handed to workers.
+func (d *Dispatcher) finishClaim(j *job, now time.Time) {
+	t, res := &j.turn, &j.res
+	if j.err != nil {
+		d.checkPause = d.checkPause || t.Resume
+		d.waker.failed(t)
+		d.dbFailed(now, "claim", j.err)
+		return
+	}
+	d.backoff = 0
+	woken := j.gen != d.wakeGen
+	d.waker.done(t, res, res.Resumed > 0 || len(res.Claimed) > 0, now)
+	if t.Resume {
+		// A settle that paused rows meanwhile may not be in the snapshot.
+		d.nextPaused = earliest(res.NextPaused, j.pause)
+		if res.Resumed > 0 {
+			d.tally.global.Resumed += res.Resumed
+			d.tally.dirty = true
+		}
+	}
+	claimedFrom := func(stage string) bool {
+		for _, c := range t.Caps {
+			if c.Stage == stage {
+				return true
+			}
+		}
+		return false
 	}
 	if res.Resumed > 0 {
 		for _, p := range d.pools {
-			if _, ok := claimedFrom(p.cfg.Name); !ok {
-				p.more = true
+			if !claimedFrom(p.cfg.Name) {
+				d.markMore(p)
 			}
 		}
 	}
@@ -122,7 +194,8 @@ func (d *Dispatcher) finishJob(j *job, now time.Time) {
 				got++
 			}
 		}
-		d.byName[c.Stage].more = got == c.Cap || woken
+		p := d.byName[c.Stage]
+		p.more = got == c.Cap || woken || p.marked > j.marks
 	}
 	if len(claimed) == 0 {
 		return

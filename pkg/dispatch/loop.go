@@ -25,7 +25,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 	for {
 		now := d.now()
 		d.turn(now)
-		if d.stopping && d.workerCount() == 0 && d.job == nil {
+		if d.stopping && d.workerCount() == 0 && !d.busy() {
 			return d.finish(fatal)
 		}
 		d.observePools()
@@ -98,13 +98,15 @@ func (d *Dispatcher) woken() {
 // rows changed that the loop does not know of.
 const opTimeout = 30 * time.Second
 
-// turn does the work the events and clock call for.
+// turn does the work the events and clock call for. The sweeps run only
+// while no claim is in flight: the orphan sweep must know every row this
+// dispatcher holds.
 func (d *Dispatcher) turn(now time.Time) {
 	d.watch(now)
-	if d.job != nil || now.Before(d.retryAt) || d.lockless {
+	if now.Before(d.retryAt) || d.lockless {
 		return
 	}
-	if !d.stopping {
+	if !d.stopping && d.claimer.job == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		err := d.sweeps(ctx, now)
 		if err == nil {
@@ -116,7 +118,7 @@ func (d *Dispatcher) turn(now time.Time) {
 			return
 		}
 	}
-	d.startJob(now)
+	d.startJobs(now)
 }
 
 // dbFailed holds queue work off for a backoff that doubles, with jitter,
@@ -174,15 +176,17 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		}
 	}
 	switch {
-	case d.job != nil:
-		// Its result wakes the loop.
 	case d.lockless:
 		// The reconnected listener wakes it.
 	case now.Before(d.retryAt):
 		soon(d.retryAt)
 	default:
-		if len(d.settles) > 0 {
+		if len(d.settles) > 0 && d.settler.job == nil {
 			soon(now)
+		}
+		if d.claimer.job != nil {
+			// Its result wakes the loop.
+			break
 		}
 		if d.tally.dirty {
 			soon(d.lastFlush.Add(dc.StatsInterval))
@@ -219,7 +223,7 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 
 // idle reports whether no message is in flight and nothing waits to be settled.
 func (d *Dispatcher) idle() bool {
-	if len(d.settles) > 0 || d.job != nil {
+	if len(d.settles) > 0 || d.busy() {
 		return false
 	}
 	for _, p := range d.pools {

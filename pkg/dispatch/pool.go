@@ -15,6 +15,7 @@ type pool struct {
 	coolUntil time.Time // no claims and no starts before this
 	cooling   bool      // in a cooldown episode (logged once)
 	more      bool      // pending rows may be waiting: worth a claim
+	marked    uint64    // Dispatcher.marks when more was last set by a settle or resume
 	retry     queue.RetryPolicy
 }
 

@@ -57,6 +57,11 @@ func (d *Dispatcher) held() []int64 {
 	for _, s := range d.settles {
 		ids = append(ids, s.ID)
 	}
+	if j := d.settler.job; j != nil {
+		for _, s := range j.turn.Settles {
+			ids = append(ids, s.ID)
+		}
+	}
 	for _, p := range d.pools {
 		for _, w := range p.workers {
 			ids = append(ids, w.inflight.ids[w.inflight.head:]...)
