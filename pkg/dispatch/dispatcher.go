@@ -60,6 +60,9 @@ type Dispatcher struct {
 	settler    lane      // settles
 	results    chan *job // from both lanes
 	marks      uint64    // counts markMore calls
+	claimAt    time.Time // a small claim waits until then for more room (zero: none waits)
+	workerDue  time.Time // no worker has a deadline before this (see due)
+	backlog    int       // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
 	wakeGen    uint64    // counts wakes, so a job's result does not hide a later one
 	waker      waker     // polling or waiting for notifications
 	nextPaused time.Time
@@ -117,6 +120,7 @@ func New(opts Options) (*Dispatcher, error) {
 	for _, s := range opts.Config.Stages {
 		p := &pool{cfg: s, more: true, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
 		d.pools = append(d.pools, p)
+		d.backlog += s.Parallelism * s.QueueLimit
 		d.byName[s.Name] = p
 	}
 	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.DSN)

@@ -22,6 +22,7 @@ func (d *Dispatcher) handle(ev event) {
 			w.gone = true
 			d.stop(w, d.now(), true)
 			w.killAt = d.now()
+			d.due(w.killAt)
 		}
 	case evExit:
 		d.exited(w, ev.err)
@@ -58,6 +59,10 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 	}
 	if w.inflight.len() == 0 {
 		w.idleAt = now
+		d.due(now.Add(d.cfg.Dispatch.WorkerIdleTimeout))
+		if w.draining {
+			d.due(now)
+		}
 	}
 }
 

@@ -70,7 +70,9 @@ func (d *Dispatcher) startSettle() {
 // back to pending, a claim for every stage that has room and may have work.
 func (d *Dispatcher) startClaim(now time.Time) {
 	l := &d.claimer
-	if l.job != nil || d.stopping {
+	if l.job != nil || d.stopping || len(d.settles) > d.backlog {
+		// Answers free their workers before they are settled: while the
+		// settles fall behind, claiming more only grows their backlog.
 		return
 	}
 	w := &d.waker
@@ -87,6 +89,17 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	if !resume && len(caps) == 0 && !w.needsTurn(now, false) {
 		return
 	}
+	if !resume && w.write == queue.ArmKeep && d.small(caps) {
+		// Answers trickle in under load: wait a little for a batch worth a
+		// round trip (workers have QUEUE_LIMIT ids each to go on with).
+		if d.claimAt.IsZero() {
+			d.claimAt = now.Add(claimDelay)
+		}
+		if now.Before(d.claimAt) {
+			return
+		}
+	}
+	d.claimAt = time.Time{}
 	j := &l.buf
 	j.turn = queue.Turn{Resume: resume, Caps: caps}
 	w.turn(&j.turn)
@@ -94,6 +107,22 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	d.checkPause = false
 	l.job = j
 	l.jobs <- j
+}
+
+// claimDelay is how long a claim may wait for its stages to have room
+// worth a batch (an eighth of their room).
+const claimDelay = 2 * time.Millisecond
+
+// small reports whether caps add up to less than an eighth of the room of
+// their stages.
+func (d *Dispatcher) small(caps []queue.StageCap) bool {
+	got, room := 0, 0
+	for _, c := range caps {
+		p := d.byName[c.Stage]
+		got += c.Cap
+		room += p.cfg.Parallelism * p.cfg.QueueLimit
+	}
+	return 8*got < room
 }
 
 // finishJob applies a job's result.
@@ -240,6 +269,9 @@ func (d *Dispatcher) assign(p *pool, id int64, now time.Time) bool {
 		return false
 	}
 	w.hand(id, now)
+	if w.inflight.len() == 1 {
+		d.due(now.Add(d.cfg.Dispatch.MaxRuntime))
+	}
 	if w.handed >= p.cfg.MaxMessages {
 		w.draining = true
 	}

@@ -37,6 +37,7 @@ func (d *Dispatcher) spawn(p *pool, now time.Time) *worker {
 	d.obs.WorkerStarted(p.cfg.Name)
 	w.proc = proc
 	p.workers = append(p.workers, w)
+	d.due(now.Add(d.cfg.Dispatch.WorkerIdleTimeout))
 	if p.cooling {
 		p.cooling = false
 		d.log.Info("stage recovered: worker started", "stage", p.cfg.Name, "pid", proc.pid)
@@ -65,6 +66,7 @@ func (d *Dispatcher) stop(w *worker, now time.Time, term bool) {
 	}
 	w.stopping = true
 	w.killAt = now.Add(d.cfg.Dispatch.ShutdownGrace)
+	d.due(w.killAt)
 	w.flush()
 	close(w.proc.feed)
 	if term {

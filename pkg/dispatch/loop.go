@@ -145,6 +145,14 @@ func (d *Dispatcher) watch(now time.Time) {
 		if p.cooling && !now.Before(p.coolUntil) && !p.more {
 			p.more = true
 		}
+	}
+	if now.Before(d.workerDue) {
+		// No worker has a deadline yet: the loop wakes many times a
+		// millisecond under load, and walking every worker each time was
+		// a fifth of its CPU.
+		return
+	}
+	for _, p := range d.pools {
 		for _, w := range p.workers {
 			switch {
 			case w.stopping:
@@ -163,6 +171,42 @@ func (d *Dispatcher) watch(now time.Time) {
 				d.stop(w, now, false)
 			}
 		}
+	}
+	d.workerDue = d.workerDeadline(now)
+}
+
+// workerDeadline is the earliest deadline of any worker: its kill, its
+// head message's MAX_RUNTIME, its recycling or its idle timeout; an hour
+// from now when none has one sooner.
+func (d *Dispatcher) workerDeadline(now time.Time) time.Time {
+	dc := &d.cfg.Dispatch
+	next := now.Add(time.Hour)
+	for _, p := range d.pools {
+		for _, w := range p.workers {
+			var t time.Time
+			switch {
+			case w.stopping:
+				t = w.killAt
+			case w.inflight.len() > 0:
+				t = w.headAt.Add(dc.MaxRuntime)
+			case w.draining:
+				t = now
+			default:
+				t = w.idleAt.Add(dc.WorkerIdleTimeout)
+			}
+			if !t.IsZero() && t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return next
+}
+
+// due brings the next worker deadline forward to t if t is earlier:
+// whatever gives a worker a deadline calls it.
+func (d *Dispatcher) due(t time.Time) {
+	if t.Before(d.workerDue) {
+		d.workerDue = t
 	}
 }
 
@@ -198,6 +242,7 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		if !d.stopping {
 			soon(d.sweepDeadline(now))
 			soon(d.waker.pollAt)
+			soon(d.claimAt)
 			if d.waker.write != queue.ArmKeep {
 				soon(now)
 			}
@@ -207,17 +252,8 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		if now.Before(p.coolUntil) {
 			soon(p.coolUntil)
 		}
-		for _, w := range p.workers {
-			switch {
-			case w.stopping:
-				soon(w.killAt)
-			case w.inflight.len() > 0:
-				soon(w.headAt.Add(dc.MaxRuntime))
-			default:
-				soon(w.idleAt.Add(dc.WorkerIdleTimeout))
-			}
-		}
 	}
+	soon(d.workerDue)
 	return next
 }
 

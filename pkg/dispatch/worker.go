@@ -81,8 +81,11 @@ type fifo struct {
 func (q *fifo) len() int { return len(q.ids) - q.head }
 
 func (q *fifo) push(id int64) {
-	if q.head > 0 && q.head == len(q.ids) {
-		q.ids, q.head = q.ids[:0], 0
+	if q.head > 0 && (q.head == len(q.ids) || len(q.ids) == cap(q.ids)) {
+		// Reuse the space of what was popped, so that a queue that is
+		// never empty does not grow without end.
+		n := copy(q.ids, q.ids[q.head:])
+		q.ids, q.head = q.ids[:n], 0
 	}
 	q.ids = append(q.ids, id)
 }
