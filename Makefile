@@ -5,6 +5,8 @@
 #   make bench        pepsi bench: throughput, latencies, CPU and RSS against
 #                     the database's own ceilings (BENCHFLAGS=... to size it)
 #   make bench-go     the Go benchmarks, one iteration each (BENCHTIME=1x)
+#   make bench-peers  pepsi beside River on the same server (bench/peers, a
+#                     module of its own; BENCHPEERSFLAGS=... to size it)
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
 #   make man          check the hand-written man pages, render them in bin/man
@@ -41,6 +43,7 @@ TIMEOUT   ?= 12m
 BENCH     ?= .
 BENCHTIME ?= 1x
 BENCHFLAGS ?=
+BENCHPEERSFLAGS ?=
 
 # The race detector needs cgo and a C compiler; without one, say so and test
 # without it (.ci/run installs gcc so CI always races).
@@ -54,7 +57,7 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 
 .DEFAULT_GOAL := build
-.PHONY: all build test fmt-check vet lint-man man bench bench-go install uninstall clean demo
+.PHONY: all build test fmt-check vet lint-man man bench bench-go bench-peers install uninstall clean demo
 
 all: build
 
@@ -108,6 +111,17 @@ bench-go:
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	echo "PEPSI_TEST_DSN=$$dsn"; \
 	PEPSI_TEST_DSN="$$dsn" $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) $(TESTFLAGS) $(PKGS)
+
+# pepsi beside River (github.com/riverqueue/river) on the test server, each
+# on a database of its own: bench/peers is a separate Go module (River stays
+# out of go.mod; ./... above does not reach it), built into bin/ and given
+# bin/pepsi. About 5 minutes with the defaults on a 2-core machine; see
+# bench/peers/README.md.
+bench-peers: build
+	cd bench/peers && $(GO) build $(GOFLAGS_BUILD) -o ../../bin/pepsi-bench-peers .
+	@dsn=$$(bash scripts/test-dsn) || exit 1; \
+	echo "PEPSI_DSN=$$dsn"; uptime; \
+	PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi-bench-peers --pepsi bin/pepsi $(BENCHPEERSFLAGS)
 
 install: build
 	install -d '$(DESTDIR)$(BINDIR)'
