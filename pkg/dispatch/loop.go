@@ -106,7 +106,7 @@ func (d *Dispatcher) turn(now time.Time) {
 	if now.Before(d.retryAt) || d.lockless {
 		return
 	}
-	if !d.stopping && d.claimer.job == nil {
+	if !d.stopping && d.claimer.job == nil && (!now.Before(d.sweepDeadline(now)) || d.flushDue(now)) {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		err := d.sweeps(ctx, now)
 		if err == nil {
@@ -275,14 +275,15 @@ func (d *Dispatcher) idle() bool {
 // maybeFlush writes the statistics every STATS_INTERVAL, or when the
 // pipeline went idle (at most once per idleFlushGap).
 func (d *Dispatcher) maybeFlush(ctx context.Context, now time.Time) {
-	if !d.tally.dirty {
-		return
-	}
-	due := !now.Before(d.lastFlush.Add(d.cfg.Dispatch.StatsInterval)) ||
-		(d.idle() && !now.Before(d.lastFlush.Add(idleFlushGap)))
-	if due {
+	if d.flushDue(now) {
 		d.flushStats(ctx, now)
 	}
+}
+
+// flushDue reports whether the statistics should be written now.
+func (d *Dispatcher) flushDue(now time.Time) bool {
+	return d.tally.dirty && (!now.Before(d.lastFlush.Add(d.cfg.Dispatch.StatsInterval)) ||
+		(d.idle() && !now.Before(d.lastFlush.Add(idleFlushGap))))
 }
 
 // flushStats writes the deltas in one transaction.
