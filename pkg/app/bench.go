@@ -29,8 +29,10 @@ func benchCommand() *cli.Command {
 			"the claim with many pending rows, a pipeline of K stages that each commit\n" +
 			"one UPDATE plus the transition, the same with no-op stages that answer\n" +
 			"their transition on the status line (also with --wide-workers workers),\n" +
-			"and the wake latency. Every figure is printed beside its ceiling, the\n" +
-			"ratio and the target. The dispatcher runs as a child, \"pepsi dispatch\",\n" +
+			"the wake latency, and SQL ingress from an application's transaction\n" +
+			"(pgbench: pepsi.enqueue() against the same transaction with a plain\n" +
+			"INSERT). Every figure is printed beside its ceiling, the ratio and the\n" +
+			"target. The dispatcher runs as a child, \"pepsi dispatch\",\n" +
 			"so that its CPU time and peak RSS are its own. Progress goes to stderr,\n" +
 			"the report to stdout. The database is dropped at the end unless --keep.",
 		Flags: []cli.Flag{
@@ -48,6 +50,8 @@ func benchCommand() *cli.Command {
 			&cli.Float64Flag{Name: "load-fraction", Value: d.LoadFraction, Usage: "the feed rate under load, as a `FRACTION` of the measured throughput"},
 			&cli.IntFlag{Name: "enqueue-messages", Value: d.EnqueueN, Usage: "`N` lines per pepsi enqueue run"},
 			&cli.IntFlag{Name: "enqueue-runs", Value: d.EnqueueRuns, Usage: "`N` pepsi enqueue runs (the median counts)"},
+			&cli.DurationFlag{Name: "ingress-time", Value: d.IngressTime, Usage: "how long each pgbench run of the ingress step lasts (`DURATION`, whole seconds)"},
+			&cli.IntFlag{Name: "ingress-runs", Value: d.IngressRuns, Usage: "`N` pgbench runs of each ingress transaction (the median counts)"},
 			&cli.IntFlag{Name: "claim-rows", Value: d.ClaimRows, Usage: "`N` pending rows for the large claim; 0 skips it"},
 			&cli.StringFlag{Name: "only", Usage: "run only the steps in `LIST` (comma-separated: " + strings.Join(bench.Steps, ",") + ")"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "the report's `FORMAT` on stdout: table, or json (for programs)"},
@@ -71,7 +75,7 @@ func runBench(c *cli.Context) error {
 	if c.Args().Present() {
 		return usage("unexpected argument %q", c.Args().First())
 	}
-	for _, name := range []string{"stages", "parallelism", "queue-limit", "commit-messages", "messages", "wide-workers", "wake-samples", "enqueue-messages", "enqueue-runs"} {
+	for _, name := range []string{"stages", "parallelism", "queue-limit", "commit-messages", "messages", "wide-workers", "wake-samples", "enqueue-messages", "enqueue-runs", "ingress-runs"} {
 		if c.Int(name) < 1 {
 			return usage("--%s %d: must be at least 1", name, c.Int(name))
 		}
@@ -82,7 +86,7 @@ func runBench(c *cli.Context) error {
 	if f := c.Float64("load-fraction"); f <= 0 || f > 1 {
 		return usage("--load-fraction %g: want more than 0 and at most 1", f)
 	}
-	for _, name := range []string{"ceiling-time", "load-time"} {
+	for _, name := range []string{"ceiling-time", "load-time", "ingress-time"} {
 		if c.Duration(name) <= 0 {
 			return usage("--%s %v: must be positive", name, c.Duration(name))
 		}
@@ -125,6 +129,7 @@ func runBench(c *cli.Context) error {
 		CeilingTime: c.Duration("ceiling-time"), WakeSamples: c.Int("wake-samples"),
 		LoadTime: c.Duration("load-time"), LoadFraction: c.Float64("load-fraction"),
 		EnqueueN: c.Int("enqueue-messages"), EnqueueRuns: c.Int("enqueue-runs"), ClaimRows: c.Int("claim-rows"),
+		IngressTime: c.Duration("ingress-time"), IngressRuns: c.Int("ingress-runs"),
 		Only: only,
 	})
 	if err != nil || format != "json" {

@@ -27,7 +27,8 @@ func TestBench(t *testing.T) {
 	cmd := []string{"bench", "--database", db,
 		"--stages", "2", "--parallelism", "1", "--queue-limit", "4", "--wide-workers", "3",
 		"--commit-messages", "60", "--messages", "200", "--ceiling-time", "200ms", "--load-time", "300ms",
-		"--wake-samples", "5", "--enqueue-messages", "300", "--enqueue-runs", "1", "--claim-rows", "1500"}
+		"--wake-samples", "5", "--enqueue-messages", "300", "--enqueue-runs", "1", "--claim-rows", "1500",
+		"--ingress-time", "1s"}
 	r := exeEnv(t, bin, []string{"PEPSI_DSN=" + pgtest.ServerDSN(), "PEPSI_CONFIG="}, cmd...)
 	r.wantCode(t, 0)
 
@@ -39,6 +40,8 @@ func TestBench(t *testing.T) {
 		"commit ceiling, 2 connections",
 		"pepsi enqueue --lines, 300 messages",
 		"claim (16 per stage), 1500 pending rows",
+		"SQL ingress, 8 clients: pepsi.enqueue() transaction",
+		"SQL ingress, 32 clients: pepsi.enqueue() transaction",
 		"commit pipeline (2 stages × UPDATE + transition, 2 workers): messages",
 		"commit pipeline (2 stages × UPDATE + transition, 2 workers): stage passes",
 		"commit pipeline (2 stages × UPDATE + transition, 2 workers): enqueue → done p50",
@@ -82,7 +85,7 @@ func TestBench(t *testing.T) {
 	}
 
 	// Usage errors.
-	for _, args := range [][]string{{"bench", "--stages", "0"}, {"bench", "--load-fraction", "2"}, {"bench", "extra"}, {"bench", "stage", "--mode", "x"}} {
+	for _, args := range [][]string{{"bench", "--stages", "0"}, {"bench", "--load-fraction", "2"}, {"bench", "--ingress-runs", "0"}, {"bench", "extra"}, {"bench", "stage", "--mode", "x"}} {
 		r := exeEnv(t, bin, []string{"PEPSI_DSN=" + pgtest.ServerDSN(), "PEPSI_CONFIG="}, args...)
 		r.wantCode(t, 2)
 	}

@@ -68,6 +68,8 @@ type Options struct {
 	EnqueueRuns    int           // pepsi enqueue runs (the median counts)
 	EnqueueN       int           // messages per pepsi enqueue run
 	ClaimRows      int           // pending rows of the large claim; 0 skips the claim figure
+	IngressTime    time.Duration // how long each pgbench run of the ingress step lasts
+	IngressRuns    int           // pgbench runs of each ingress transaction (the median counts)
 	Only           []string      // run only these steps (Steps); nil: all
 }
 
@@ -75,7 +77,7 @@ type Options struct {
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "commit", "statusline", "wide", "wake", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "claim"}
 
 // Defaults are the sizes "make bench" runs with.
 var Defaults = Options{
@@ -93,6 +95,8 @@ var Defaults = Options{
 	EnqueueRuns:    3,
 	EnqueueN:       200_000,
 	ClaimRows:      1_000_000,
+	IngressTime:    10 * time.Second,
+	IngressRuns:    1,
 }
 
 func (o *Options) defaults() {
@@ -114,6 +118,10 @@ func (o *Options) defaults() {
 	set(&o.WakeSamples, d.WakeSamples)
 	set(&o.EnqueueRuns, d.EnqueueRuns)
 	set(&o.EnqueueN, d.EnqueueN)
+	set(&o.IngressRuns, d.IngressRuns)
+	if o.IngressTime == 0 {
+		o.IngressTime = d.IngressTime
+	}
 	if o.CeilingTime == 0 {
 		o.CeilingTime = d.CeilingTime
 	}
@@ -182,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
-		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress,
 	}
 	for _, name := range Steps {
 		if o.Only != nil && !slices.Contains(o.Only, name) {
