@@ -86,7 +86,7 @@ func (d *Dispatcher) startClaim(now time.Time) {
 		}
 	}
 	d.caps = caps
-	if !resume && len(caps) == 0 && !w.needsTurn(now, false) {
+	if !resume && len(caps) == 0 && !w.needsTurn(now) {
 		return
 	}
 	if !resume && w.write == queue.ArmKeep && d.small(caps) {

@@ -93,8 +93,9 @@ func (w *waker) failed(t *queue.Turn) {
 	}
 }
 
-// done moves on after a turn's result: busy says whether it did anything
-// (settled, resumed or claimed).
+// done moves on after a claim lane's result: busy says whether it found
+// work (resumed or claimed rows). Settles do not count: they say nothing
+// of what producers send.
 func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.Time) {
 	if busy {
 		w.quiet = now
@@ -135,8 +136,8 @@ func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.T
 // write, or a poll while arming (its snapshot is needed even when no stage
 // has room). A hot poll with no stage to claim for counts as a turn that
 // found nothing.
-func (w *waker) needsTurn(now time.Time, claiming bool) bool {
-	if w.mode == wakeHot && w.write == queue.ArmKeep && !claiming && w.pollDue(now) {
+func (w *waker) needsTurn(now time.Time) bool {
+	if w.mode == wakeHot && w.write == queue.ArmKeep && w.pollDue(now) {
 		w.done(&queue.Turn{}, &queue.TurnResult{}, false, now)
 	}
 	return w.write != queue.ArmKeep || (w.mode == wakeArming && w.pollDue(now))

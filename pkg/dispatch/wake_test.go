@@ -166,7 +166,7 @@ func TestWaker(t *testing.T) {
 	if w.mode != wakeArmed || !w.pollAt.IsZero() {
 		t.Fatalf("xmin at the horizon: mode %d poll at %v, want armed and waiting", w.mode, w.pollAt)
 	}
-	if w.needsTurn(now.Add(time.Hour), false) {
+	if w.needsTurn(now.Add(time.Hour)) {
 		t.Fatal("armed and waiting, yet it wants a turn")
 	}
 	// A notification: hot, the flag written off.
