@@ -103,8 +103,8 @@ func New(opts Options) (*Dispatcher, error) {
 		lisErr:  make(chan error, 1),
 		relisen: make(chan *queue.Listener, 1),
 		fatal:   make(chan error, 1),
-		claimer: lane{name: "claim", jobs: make(chan *job, 1)},
-		settler: lane{name: "settle", jobs: make(chan *job, 1)},
+		claimer: lane{jobs: make(chan *job, 1)},
+		settler: lane{jobs: make(chan *job, 1)},
 		results: make(chan *job, 2),
 	}
 	if d.log == nil {

@@ -16,7 +16,6 @@ import (
 // pending rows, a settle running ones), and while the database settles one
 // batch it claims the next instead of waiting for it.
 type lane struct {
-	name string
 	jobs chan *job
 	job  *job // in flight, if any
 	buf  job
