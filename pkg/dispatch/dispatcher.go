@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -32,56 +31,79 @@ type Options struct {
 // ErrLocked is returned by Run when another dispatcher holds the lock.
 var ErrLocked = errors.New("another dispatcher is running")
 
-// Dispatcher is one running coordinator.
+// Dispatcher is one running coordinator. Only its loop goroutine reads or
+// writes it, and it holds no database session: the lanes and the listener
+// goroutine own those.
 type Dispatcher struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	obs     Observer
 	now     func() time.Time
 	standby bool
+	env     []string // the stage programs' environment
 
-	db  *queue.DB
-	lis *queue.Listener
+	// The stages and their workers.
+	pools     []*pool
+	byName    map[string]*pool
+	seq       uint64          // counts workers started
+	workerDue time.Time       // no worker has a deadline before this (see due)
+	unknown   map[string]bool // stages settles moved messages to that no pool has (warned once)
 
-	pools  []*pool
-	byName map[string]*pool
-	seq    uint64
+	// What the goroutines report to the loop.
+	events  chan event           // from the workers' I/O goroutines
+	results chan *job            // from the lanes
+	wake    chan struct{}        // from the listener: a notification or heartbeat
+	lisErr  chan error           // from the listener: its session failed
+	relisen chan *queue.Listener // from relisten: the listener is back, with the lock
+	fatal   chan error           // from relisten: the lock was lost
+	bg      sync.WaitGroup       // every goroutine but the workers'
 
-	events  chan event
-	wake    chan struct{}
-	lisErr  chan error
-	relisen chan *queue.Listener
-	fatal   chan error
+	queueWork
+	sweeps
+	stopState
 
-	settles    []queue.Settle // verdicts for the next job
-	spare      []queue.Settle // the other settles buffer, while a job has one
-	caps       []queue.StageCap
-	claimer    lane      // claims, resumes, the wake flag
-	settler    lane      // settles
-	results    chan *job // from both lanes
-	marks      uint64    // counts markMore calls
-	claimAt    time.Time // a small claim waits until then for more room (zero: none waits)
-	workerDue  time.Time // no worker has a deadline before this (see due)
-	backlog    int       // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
-	wakeGen    uint64    // counts wakes, so a job's result does not hide a later one
-	waker      waker     // polling or waiting for notifications
-	nextPaused time.Time
-	checkPause bool
-	retryAt    time.Time     // after a database error: no queue work before this
-	backoff    time.Duration // the last wait after a database error; 0 after a success
-	lockless   bool          // the lock session failed: no queue work until it is back with the lock
-	tally      tally
-	lastFlush  time.Time
-	stopping   bool
-	env        []string
+	// After a database error.
+	retryAt  time.Time // no queue work before this
+	backoff  backoff   // the wait before retryAt
+	lockless bool      // the lock session failed: no queue work until it is back with the lock
 
-	nextOrphans time.Time      // when the orphan sweep is due
-	orphansNow  bool           // sweep orphans of any age at once (after a reconnect)
-	nextExpire  time.Time      // when the retention sweep is due
-	expiring    bool           // a retention sweep is walking the table
-	expireAfter int64          // the last id it looked at
-	expired     int64          // what it deleted so far
-	bg          sync.WaitGroup // the listener's goroutines
+	wakeGen uint64 // counts wakes, so a job's result does not hide a later one
+	waker   waker  // polling or waiting for notifications
+}
+
+// queueWork is the lanes and the work they are given next.
+type queueWork struct {
+	claimer lane // claims, resumes, the wake flag
+	settler lane // settles
+	chores  lane // sweeps, statistics
+
+	settles    []queue.Settle   // verdicts for the next settle
+	spare      []queue.Settle   // the other settles buffer, while a settle has one
+	caps       []queue.StageCap // the next claim's caps
+	marks      uint64           // counts markMore calls
+	claimAt    time.Time        // a small claim waits until then for more room (zero: none waits)
+	backlog    int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
+	nextPaused time.Time        // when the next paused row falls due (zero: none)
+	checkPause bool             // resume whatever is due with the next claim
+}
+
+// sweeps is when the chore lane's steps are due and what they found.
+type sweeps struct {
+	tally       tally     // statistics not yet written
+	lastFlush   time.Time // when they were last written
+	nextOrphans time.Time // when the orphan sweep is due
+	orphansNow  bool      // sweep orphans of any age at once (after a reconnect)
+	nextExpire  time.Time // when the retention sweep is due
+	expiring    bool      // a retention sweep is walking the table
+	expireAfter int64     // the last id it looked at
+	expiredRows int64     // what it deleted so far
+}
+
+// stopState is how far a stop has come.
+type stopState struct {
+	stopping bool      // no more claims; workers told to exit
+	stopBy   time.Time // give up on the database after this
+	wrapped  bool      // the last chore is done
 }
 
 // New checks opts and returns a dispatcher ready to Run.
@@ -103,10 +125,13 @@ func New(opts Options) (*Dispatcher, error) {
 		lisErr:  make(chan error, 1),
 		relisen: make(chan *queue.Listener, 1),
 		fatal:   make(chan error, 1),
-		claimer: lane{jobs: make(chan *job, 1)},
-		settler: lane{jobs: make(chan *job, 1)},
-		results: make(chan *job, 2),
+		results: make(chan *job, 3),
 	}
+	for _, l := range d.lanes() {
+		l.jobs = make(chan *job, 1)
+		l.buf.lane = l
+	}
+	d.backoff = d.reconnectBackoff()
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -138,33 +163,42 @@ func nameOf(c *config.Config) string {
 // dispatches until ctx is cancelled; then it stops every worker, puts their
 // unanswered messages back, flushes the statistics and returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	if err := d.start(ctx); err != nil {
-		d.close()
+	db, lis, err := d.start(ctx)
+	if err != nil {
+		if lis != nil {
+			closeListener(lis)
+		}
+		if db != nil {
+			db.Close()
+		}
 		if errors.Is(err, errStopped) {
 			d.log.Info("dispatcher stopped", "reason", err)
 			return nil
 		}
 		return err
 	}
-	defer d.close()
+	// lctx ends the goroutines; cancelling it also cancels what the lanes
+	// still run when a stop gave up on the database.
 	lctx, cancel := context.WithCancel(context.Background())
-	d.goBackground(func() { d.listen(lctx, d.lis) })
-	d.claimer.buf.lane, d.settler.buf.lane = &d.claimer, &d.settler
-	d.goBackground(func() { d.runJobs(&d.claimer) })
-	d.goBackground(func() { d.runJobs(&d.settler) })
-	if every := d.cfg.Dispatch.VacuumInterval; every > 0 {
-		d.goBackground(func() { d.vacuum(lctx, every) })
+	d.goBackground(func() { d.listen(lctx, lis) })
+	for _, l := range d.lanes() {
+		d.goBackground(func() { l.run(lctx, db, d.results) })
 	}
-	err := d.loop(ctx, lctx)
-	close(d.claimer.jobs)
-	close(d.settler.jobs)
+	if every := d.cfg.Dispatch.VacuumInterval; every > 0 {
+		d.goBackground(func() { d.vacuum(lctx, db, every) })
+	}
+	err = d.loop(ctx, lctx)
 	cancel()
+	for _, l := range d.lanes() {
+		close(l.jobs)
+	}
 	d.bg.Wait()
 	select {
 	case lis := <-d.relisen:
-		_ = lis.Close(context.Background())
+		closeListener(lis)
 	default:
 	}
+	db.Close()
 	return err
 }
 
@@ -177,30 +211,29 @@ func (d *Dispatcher) goBackground(fn func()) {
 	}()
 }
 
-// start connects, takes the lock and resets orphans.
-func (d *Dispatcher) start(ctx context.Context) error {
+// start connects, takes the lock and resets orphans: the only statements
+// run before the loop, and so the only ones not on a lane.
+func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listener, err error) {
 	dc := d.cfg.Dispatch
-	lis, err := d.dial(ctx)
-	if err != nil {
-		return err
+	if lis, err = d.dial(ctx); err != nil {
+		return nil, nil, err
 	}
-	d.lis = lis
 	if err := d.lock(ctx, lis); err != nil {
-		return err
+		return nil, lis, err
 	}
-	maxConns := int32(5) // the two lanes, the loop's sweeps and flushes, the vacuum sweep, one spare
-	if d.db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
-		return err
+	maxConns := int32(5) // the three lanes, the vacuum sweep, one spare
+	if db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
+		return nil, lis, err
 	}
-	if err := d.db.CheckSchema(ctx); err != nil {
-		return err
+	if err := db.CheckSchema(ctx); err != nil {
+		return db, lis, err
 	}
 	if err := lis.Listen(ctx); err != nil {
-		return fmt.Errorf("listen on %q: %w", dc.IngressChannel, err)
+		return db, lis, fmt.Errorf("listen on %q: %w", dc.IngressChannel, err)
 	}
-	n, err := d.db.ResetRunning(ctx)
+	n, err := db.ResetRunning(ctx)
 	if err != nil {
-		return fmt.Errorf("reset orphaned rows: %w", err)
+		return db, lis, fmt.Errorf("reset orphaned rows: %w", err)
 	}
 	d.tally.global.Orphans += n
 	d.tally.dirty = n > 0
@@ -214,66 +247,10 @@ func (d *Dispatcher) start(ctx context.Context) error {
 	d.obs.Health(true)
 	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "orphans_reset", n,
 		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile)
-	return nil
+	return db, lis, nil
 }
 
 // errStopped is returned by start when a signal came before dispatching
 // began: while the server could not be reached, or while a standby waited
 // for the lock.
 var errStopped = errors.New("stopped before dispatching began")
-
-// dial opens the listener session, retrying with backoff while the server
-// cannot be reached.
-func (d *Dispatcher) dial(ctx context.Context) (*queue.Listener, error) {
-	dc := &d.cfg.Dispatch
-	backoff := dc.ReconnectMin
-	for {
-		lis, err := queue.Dial(ctx, d.cfg.DSN, dc.IngressChannel)
-		if err == nil || !queue.IsConnectFailure(err) {
-			return lis, err
-		}
-		d.log.Warn("database unavailable; retrying", "err", err, "next_in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, errStopped
-		case <-time.After(jitter(backoff)):
-		}
-		backoff = min(2*backoff, dc.ReconnectMax)
-	}
-}
-
-// jitter returns a duration between d/2 and d.
-func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
-
-// lock takes the single-dispatcher lock on lis, or waits for it in standby.
-func (d *Dispatcher) lock(ctx context.Context, lis *queue.Listener) error {
-	holder, err := lis.TryLock(ctx)
-	if errors.Is(err, queue.ErrLocked) && d.standby {
-		d.log.Info("standby: waiting for the dispatcher lock", "holder_backend_pid", holder)
-		err = lis.WaitLock(ctx)
-		if err == nil {
-			d.log.Info("standby: took over the dispatcher lock")
-		} else if ctx.Err() != nil {
-			return errStopped
-		}
-	}
-	if errors.Is(err, queue.ErrLocked) {
-		if app, _ := lis.SessionName(ctx, holder); app != "" {
-			return fmt.Errorf("%w: %s (server pid %d)", ErrLocked, app, holder)
-		}
-		return fmt.Errorf("%w (server pid %d holds the lock)", ErrLocked, holder)
-	}
-	return err
-}
-
-// close releases what start acquired.
-func (d *Dispatcher) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if d.lis != nil {
-		_ = d.lis.Close(ctx)
-	}
-	if d.db != nil {
-		d.db.Close()
-	}
-}

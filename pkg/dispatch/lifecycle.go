@@ -1,13 +1,8 @@
 package dispatch
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"syscall"
 	"time"
-
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 const sigKill = syscall.SIGKILL
@@ -71,110 +66,5 @@ func (d *Dispatcher) stop(w *worker, now time.Time, term bool) {
 	close(w.proc.feed)
 	if term {
 		w.proc.signal(syscall.SIGTERM)
-	}
-}
-
-// beginStop stops claiming and tells every worker to exit.
-func (d *Dispatcher) beginStop() {
-	if d.stopping {
-		return
-	}
-	d.stopping = true
-	now := d.now()
-	for _, p := range d.pools {
-		for _, w := range p.workers {
-			d.stop(w, now, true)
-		}
-	}
-}
-
-// finish puts the messages still held back, writes the statistics and
-// returns the loop's result.
-func (d *Dispatcher) finish(fatal error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var err error
-	if d.lockless && len(d.settles) > 0 {
-		// Another dispatcher may hold the lock and these rows by now.
-		err = errors.New("the dispatcher lock is not held")
-	}
-	for attempt := 0; attempt < 10 && !d.lockless; attempt++ {
-		if err = d.settleNow(ctx); err == nil {
-			break
-		}
-		d.log.Error("database: settling on shutdown failed; retrying", "err", err)
-		time.Sleep(time.Second)
-	}
-	if err != nil {
-		d.log.Error("giving up: messages stay running until the next start resets them", "count", len(d.settles))
-	} else if !d.lockless {
-		// No one listens now: producers need not notify (the next
-		// dispatcher claims everything pending when it starts).
-		if err := d.db.SetArmed(ctx, false); err != nil {
-			d.log.Warn("database: clearing the wake flag failed", "err", err)
-		}
-	}
-	if d.tally.dirty {
-		d.flushStats(ctx, d.now())
-	}
-	d.observePools()
-	d.obs.Health(false)
-	d.log.Info("dispatcher stopped")
-	return fatal
-}
-
-// listen waits for notifications and heartbeats on lis and wakes the loop;
-// a failure is reported once and ends it.
-func (d *Dispatcher) listen(ctx context.Context, lis *queue.Listener) {
-	poll := d.cfg.Dispatch.PollInterval
-	for {
-		got, err := lis.Wait(ctx, poll)
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil && !got {
-			err = lis.Ping(ctx)
-		}
-		if err != nil {
-			d.lisErr <- err
-			return
-		}
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// relisten reconnects the listener with backoff and jitter and re-takes the
-// lock; losing the lock to another dispatcher is fatal.
-func (d *Dispatcher) relisten(ctx context.Context) {
-	dc := &d.cfg.Dispatch
-	backoff := dc.ReconnectMin
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(jitter(backoff)):
-		}
-		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
-		if err == nil {
-			var holder int32
-			if holder, err = lis.TryLock(ctx); errors.Is(err, queue.ErrLocked) {
-				_ = lis.Close(ctx)
-				d.fatal <- fmt.Errorf("lost the dispatcher lock to another dispatcher (server pid %d)", holder)
-				return
-			}
-			if err == nil {
-				err = lis.Listen(ctx)
-			}
-			if err == nil {
-				d.relisen <- lis
-				return
-			}
-			_ = lis.Close(ctx)
-		}
-		d.log.Warn("listener: reconnect failed", "err", err, "next_in", backoff)
-		backoff = min(2*backoff, dc.ReconnectMax)
 	}
 }

@@ -74,22 +74,41 @@ func (t *tally) answered(stage string, ok bool, busy time.Duration, fused []prot
 	s.BusySeconds += max(own, 0)
 }
 
-// snapshot returns the deltas to write.
-func (t *tally) snapshot() ([]queue.StageStats, queue.DispatchStats) {
-	out := make([]queue.StageStats, 0, len(t.stages))
+// take returns the deltas to write, appending the stages' to buf, and
+// forgets them: restore gives them back if the write fails.
+func (t *tally) take(buf []queue.StageStats) ([]queue.StageStats, queue.DispatchStats) {
 	for _, s := range t.stages {
 		if !s.IsZero() {
-			out = append(out, *s)
+			buf = append(buf, *s)
 		}
-	}
-	return out, t.global
-}
-
-// reset forgets the deltas after they were written.
-func (t *tally) reset() {
-	for _, s := range t.stages {
 		*s = queue.StageStats{Stage: s.Stage}
 	}
+	g := t.global
 	t.global = queue.DispatchStats{}
 	t.dirty = false
+	return buf, g
+}
+
+// restore adds back deltas that take returned and that were not written.
+func (t *tally) restore(stages []queue.StageStats, g queue.DispatchStats) {
+	for i := range stages {
+		s, d := t.stage(stages[i].Stage), &stages[i]
+		s.Processed += d.Processed
+		s.Failed += d.Failed
+		s.Timeouts += d.Timeouts
+		s.Crashes += d.Crashes
+		s.BusySeconds += d.BusySeconds
+	}
+	a := &t.global
+	a.Claimed += g.Claimed
+	a.StagePasses += g.StagePasses
+	a.Requeued += g.Requeued
+	a.Done += g.Done
+	a.Failed += g.Failed
+	a.Paused += g.Paused
+	a.Resumed += g.Resumed
+	a.Reset += g.Reset
+	a.Orphans += g.Orphans
+	a.Expired += g.Expired
+	t.dirty = t.dirty || !g.IsZero() || len(stages) > 0
 }

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // The vacuum rule: pepsi.state is vacuumed once its dead row versions
@@ -20,7 +22,7 @@ const (
 // claim's index walk, and each claim and settle pays for them. It owns no
 // dispatcher state: it only reads the statistics and runs VACUUM on a
 // pool connection of its own.
-func (d *Dispatcher) vacuum(ctx context.Context, every time.Duration) {
+func (d *Dispatcher) vacuum(ctx context.Context, db *queue.DB, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
@@ -30,14 +32,14 @@ func (d *Dispatcher) vacuum(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		c, err := d.db.StateChurn(ctx)
+		c, err := db.StateChurn(ctx)
 		if err == nil && float64(c.Dead) <= vacuumBase+vacuumScale*float64(c.Live) {
 			failing = false
 			continue
 		}
 		if err == nil {
 			start := time.Now()
-			if err = d.db.VacuumState(ctx); err == nil {
+			if err = db.VacuumState(ctx); err == nil {
 				d.log.Debug("vacuumed pepsi.state", "dead", c.Dead, "live", c.Live, "took", time.Since(start).Round(time.Millisecond))
 			}
 		}

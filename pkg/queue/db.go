@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -56,6 +58,7 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	cfg.ConnConfig.BuildContextWatcherHandler = cancelOnServer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -65,6 +68,14 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
 		return nil, fmt.Errorf("connect: %w", describe(err))
 	}
 	return &DB{Pool: pool}, nil
+}
+
+// cancelOnServer makes a cancelled context cancel the statement on the
+// server too, before the connection is given up: a statement its caller
+// stopped waiting for (a dispatcher that gave up on a stalled database)
+// must not go on and commit later, behind the caller's back.
+func cancelOnServer(c *pgconn.PgConn) ctxwatch.Handler {
+	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
 }
 
 // Close closes every connection of the pool.

@@ -1,0 +1,223 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// A chore is the chore lane's job: the steps due of the orphan sweep, the
+// retention sweep and the statistics flush, and on stopping the last
+// flush and clearing the wake flag. Its steps run in that order; the first
+// that fails ends it.
+type chore struct {
+	want, did step // what was asked, what was done
+
+	held   []int64       // orphans: the ids this dispatcher holds
+	age    time.Duration // orphans: reset only rows running longer than this
+	after  int64         // expire: the id the step starts after
+	keep   time.Duration // expire: delete done rows older than this (RETENTION)
+	stages []queue.StageStats
+	global queue.DispatchStats // flush: the deltas to add
+	final  bool                // the last chore before the dispatcher stops
+
+	reset   int64 // orphans: rows put back to pending
+	last    int64 // expire: the last id looked at; 0: the walk is done
+	expired int64 // expire: rows deleted
+}
+
+// step is one part of a chore.
+type step uint8
+
+const (
+	stepOrphans step = 1 << iota // reset running rows no worker holds
+	stepExpire                   // delete one batch of expired done rows
+	stepFlush                    // add the statistics deltas
+	stepDisarm                   // clear the wake flag: no one listens now
+)
+
+// what names the first step of want that was not done, for a log line.
+func (c *chore) what() string {
+	switch missed := c.want &^ c.did; {
+	case missed&stepOrphans != 0:
+		return "orphan sweep"
+	case missed&stepExpire != 0:
+		return "retention sweep"
+	case missed&stepFlush != 0:
+		return "writing statistics"
+	default:
+		return "clearing the wake flag"
+	}
+}
+
+// run does the chore's steps on db; it runs on the chore lane.
+func (c *chore) run(ctx context.Context, db *queue.DB) error {
+	var err error
+	if c.want&stepOrphans != 0 {
+		if c.reset, err = db.ResetOrphans(ctx, c.held, c.age); err != nil {
+			return err
+		}
+		c.did |= stepOrphans
+	}
+	if c.want&stepExpire != 0 {
+		if c.last, c.expired, err = db.ExpireDone(ctx, c.after, c.keep, expireBatch); err != nil {
+			return err
+		}
+		c.did |= stepExpire
+	}
+	if c.want&stepFlush != 0 {
+		if err = db.AddStats(ctx, c.stages, c.global); err != nil {
+			return err
+		}
+		c.did |= stepFlush
+	}
+	if c.want&stepDisarm != 0 {
+		if err = db.SetArmed(ctx, false); err != nil {
+			return err
+		}
+		c.did |= stepDisarm
+	}
+	return nil
+}
+
+// expireBatch is how many rows, by id, one retention step looks at.
+const expireBatch = 1000
+
+// startChore starts the chore lane's next chore, if one is due.
+func (d *Dispatcher) startChore(now time.Time) {
+	l := &d.chores
+	if l.job != nil {
+		return
+	}
+	j := &l.buf
+	c := &j.chore
+	*c = chore{held: c.held[:0], stages: c.stages}
+	if d.stopping {
+		if !d.readyToWrapUp() {
+			return
+		}
+		c.final = true
+		if !d.lockless {
+			c.want |= stepDisarm
+		}
+	} else if !d.lockless {
+		// Without the lock the rows may be another dispatcher's by now:
+		// only the statistics are written.
+		d.sweepsDue(c, now)
+	}
+	if d.tally.dirty && (c.final || d.flushDue(now)) {
+		c.want |= stepFlush
+		c.stages, c.global = d.tally.take(c.stages[:0])
+	}
+	if c.want == 0 {
+		d.wrapped = d.wrapped || c.final
+		return
+	}
+	j.err = nil
+	l.job = j
+	l.jobs <- j
+}
+
+// sweepsDue puts into c the sweeps that are due. The orphan sweep waits
+// for the claim lane to be idle, and the claim lane waits for it: it must
+// know every row this dispatcher holds.
+func (d *Dispatcher) sweepsDue(c *chore, now time.Time) {
+	dc := &d.cfg.Dispatch
+	if d.claimer.job == nil && (d.orphansNow || !now.Before(d.nextOrphans)) {
+		c.want |= stepOrphans
+		c.held, c.age = d.held(c.held), dc.OrphanSweep
+		if d.orphansNow {
+			c.age = 0
+		}
+	}
+	if dc.Retention > 0 && (d.expiring || !now.Before(d.nextExpire)) {
+		c.want |= stepExpire
+		c.after, c.keep = d.expireAfter, dc.Retention
+	}
+}
+
+// sweepingOrphans reports whether an orphan sweep is in flight.
+func (d *Dispatcher) sweepingOrphans() bool {
+	j := d.chores.job
+	return j != nil && j.chore.want&stepOrphans != 0
+}
+
+// finishChore applies what a chore did, and retries what it did not.
+func (d *Dispatcher) finishChore(j *job, now time.Time) {
+	c := &j.chore
+	dc := &d.cfg.Dispatch
+	if c.did&stepOrphans != 0 {
+		d.orphansNow, d.nextOrphans = false, now.Add(dc.OrphanSweep)
+		if c.reset > 0 {
+			d.log.Warn("reset running rows no worker holds", "count", c.reset)
+			d.tally.global.Orphans += c.reset
+			d.tally.dirty = true
+			d.obs.OrphansRescued(c.reset)
+			d.woken()
+		}
+	}
+	if c.did&stepExpire != 0 {
+		d.expired(c, now)
+	}
+	if c.want&stepFlush != 0 {
+		if c.did&stepFlush != 0 {
+			d.lastFlush = now
+		} else {
+			d.tally.restore(c.stages, c.global)
+		}
+	}
+	if j.err != nil {
+		d.dbFailed(now, c.what(), j.err)
+		return
+	}
+	d.backoff.reset()
+	d.wrapped = d.wrapped || c.final
+}
+
+// expired books one retention step; the walk goes on until a step finds
+// no more rows.
+func (d *Dispatcher) expired(c *chore, now time.Time) {
+	dc := &d.cfg.Dispatch
+	d.expiring, d.expireAfter = c.last != 0, c.last
+	d.expiredRows += c.expired
+	if c.expired > 0 {
+		d.tally.global.Expired += c.expired
+		d.tally.dirty = true
+	}
+	if d.expiring {
+		return
+	}
+	if d.expiredRows > 0 {
+		d.log.Info("retention: deleted done messages", "count", d.expiredRows, "older_than", dc.Retention)
+	}
+	d.expiredRows = 0
+	d.nextExpire = now.Add(min(max(dc.Retention/24, time.Minute), time.Hour))
+}
+
+// held appends to ids the ids this dispatcher has claimed and not yet
+// settled.
+func (d *Dispatcher) held(ids []int64) []int64 {
+	for _, s := range d.settles {
+		ids = append(ids, s.ID)
+	}
+	if j := d.settler.job; j != nil {
+		for _, s := range j.turn.Settles {
+			ids = append(ids, s.ID)
+		}
+	}
+	for _, p := range d.pools {
+		for _, w := range p.workers {
+			ids = append(ids, w.inflight.ids[w.inflight.head:]...)
+		}
+	}
+	return ids
+}
+
+// flushDue reports whether the statistics should be written now: every
+// STATS_INTERVAL, or when the pipeline went idle (at most once per
+// idleFlushGap).
+func (d *Dispatcher) flushDue(now time.Time) bool {
+	return d.tally.dirty && (!now.Before(d.lastFlush.Add(d.cfg.Dispatch.StatsInterval)) ||
+		(d.idle() && !now.Before(d.lastFlush.Add(idleFlushGap))))
+}

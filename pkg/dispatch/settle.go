@@ -1,0 +1,81 @@
+package dispatch
+
+import (
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// startSettle sends every verdict gathered so far to the settle lane.
+func (d *Dispatcher) startSettle() {
+	l := &d.settler
+	if l.job != nil || len(d.settles) == 0 {
+		return
+	}
+	j := &l.buf
+	j.turn = queue.Turn{Settles: d.settles}
+	j.err = nil
+	d.settles, d.spare = d.spare[:0], nil
+	l.job = j
+	l.jobs <- j
+}
+
+// finishSettle applies a settle's result: statistics, stages that got
+// pending rows, when paused rows fall due.
+func (d *Dispatcher) finishSettle(j *job, now time.Time) {
+	t, res := &j.turn, &j.res
+	if j.err != nil {
+		d.settles, d.spare = append(t.Settles, d.settles...), d.settles[:0]
+		d.dbFailed(now, "settle", j.err)
+		return
+	}
+	d.spare = t.Settles[:0]
+	d.backoff.reset()
+	for i := range res.Settled {
+		s := &res.Settled[i]
+		d.tally.settled(s)
+		if s.Set == queue.Pending {
+			d.movedTo(s)
+		}
+		paused := s.Set == queue.Paused || (s.Set == "" && s.Status == queue.Paused)
+		if paused {
+			d.nextPaused = earliest(d.nextPaused, s.Timeout)
+			if c := d.claimer.job; c != nil && c.turn.Resume {
+				c.pause = earliest(c.pause, s.Timeout)
+			}
+		}
+	}
+}
+
+// movedTo notes that a settle made s pending at its stage: worth a claim
+// there, or, at a stage this dispatcher has no pool for, a warning (once
+// per stage): nothing will claim it.
+func (d *Dispatcher) movedTo(s *queue.Settled) {
+	if p := d.byName[s.Stage]; p != nil {
+		d.markMore(p)
+		return
+	}
+	if d.unknown == nil {
+		d.unknown = make(map[string]bool)
+	}
+	if !d.unknown[s.Stage] {
+		d.unknown[s.Stage] = true
+		d.log.Warn("message moved to a stage no [stage-NAME] section configures; it waits there",
+			"stage", s.Stage, "id", s.ID, "from", s.Handed)
+	}
+}
+
+// markMore says that stage p may have pending rows; a claim in flight
+// does not take that back (marks).
+func (d *Dispatcher) markMore(p *pool) {
+	d.marks++
+	p.more, p.marked = true, d.marks
+}
+
+// earliest is the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,67 @@
+package dispatch
+
+import (
+	"time"
+)
+
+// stopSlack is how long after SHUTDOWN_GRACE a stopping dispatcher waits
+// for the database to take its last settles and statistics before it
+// gives up on them: the next start's orphan reset puts the rows back.
+const stopSlack = 5 * time.Second
+
+// beginStop stops claiming and tells every worker to exit.
+func (d *Dispatcher) beginStop() {
+	if d.stopping {
+		return
+	}
+	d.stopping = true
+	now := d.now()
+	d.stopBy = now.Add(d.cfg.Dispatch.ShutdownGrace + stopSlack)
+	for _, p := range d.pools {
+		for _, w := range p.workers {
+			d.stop(w, now, true)
+		}
+	}
+}
+
+// readyToWrapUp reports whether a stopping dispatcher may start its last
+// chore: every worker gone, every verdict settled (or, without the lock,
+// given up), no claim in flight.
+func (d *Dispatcher) readyToWrapUp() bool {
+	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (len(d.settles) == 0 || d.lockless)
+}
+
+// stopped reports whether the loop may return: every worker gone, and
+// the last chore done or the database given up on.
+func (d *Dispatcher) stopped(now time.Time) bool {
+	if !d.stopping || d.workerCount() > 0 {
+		return false
+	}
+	return (d.wrapped && !d.busy()) || !now.Before(d.stopBy)
+}
+
+// finish reports what a stop left undone and returns the loop's result.
+// It writes nothing: what the database did not take in time stays as it
+// is, and the next start puts running rows back.
+func (d *Dispatcher) finish(fatal error) error {
+	unsettled := len(d.settles)
+	if j := d.settler.job; j != nil {
+		unsettled += len(j.turn.Settles)
+	}
+	switch {
+	case unsettled > 0 && d.lockless:
+		// Another dispatcher may hold the lock and these rows by now.
+		d.log.Error("giving up: the dispatcher lock is not held; messages stay running until the next start resets them",
+			"count", unsettled)
+	case unsettled > 0 || d.busy():
+		d.log.Error("giving up: the database did not answer in time; messages stay running until the next start resets them",
+			"count", unsettled, "waited", d.cfg.Dispatch.ShutdownGrace+stopSlack)
+	}
+	if !d.wrapped && d.tally.dirty {
+		d.log.Warn("statistics of the last passes not written")
+	}
+	d.observePools()
+	d.obs.Health(false)
+	d.log.Info("dispatcher stopped")
+	return fatal
+}
