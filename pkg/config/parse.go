@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
 // How a file is read: by the line scanner below, and by nothing else.
@@ -308,8 +310,9 @@ func sectionKind(name string) (kind, msg string) {
 	case name == sectionDatabase, name == sectionDispatch:
 		return name, ""
 	case strings.HasPrefix(name, stagePrefix):
-		if s := name[len(stagePrefix):]; !ValidStageName(s) {
-			return "", fmt.Sprintf("bad stage name %q in [%s] (want letters, digits, '_', '-' or '.')", s, name)
+		s := name[len(stagePrefix):]
+		if err := protocol.CheckStage(s); err != nil {
+			return "", fmt.Sprintf("bad stage name %q in [%s] (%v)", s, name, err)
 		}
 		return stagePrefix, ""
 	}
