@@ -9,7 +9,6 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
 	github.com/urfave/cli/v2 v2.27.7
-	gopkg.in/ini.v1 v1.68.0
 )
 
 require (

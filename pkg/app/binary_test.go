@@ -62,6 +62,8 @@ func TestBinary(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		bad := filepath.Join(dir, "pepsi.conf")
 		os.WriteFile(bad, []byte("[database]\nDSN = postgres:///x\n[stage-parse]\nPROGRAM = /bin/cat\nPARALELLISM = 4\n"), 0o644)
+		long := filepath.Join(dir, "long.conf")
+		os.WriteFile(long, []byte("[stage-"+strings.Repeat("s", 70)+"]\nPROGRAM = /bin/cat\n"), 0o644)
 		for _, tc := range []struct {
 			path string
 			args []string
@@ -70,6 +72,7 @@ func TestBinary(t *testing.T) {
 		}{
 			{link, []string{"-c", bad, "status"}, 2, "pepsi migrate status: " + bad + `:5: unknown key "PARALELLISM"`},
 			{bin, []string{"-c", bad, "migrate"}, 2, bad + ":5: unknown key"},
+			{bin, []string{"-c", long, "enqueue", "-s", "x"}, 2, "pepsi enqueue: " + long + `:1: bad stage name "` + strings.Repeat("s", 70) + `"`},
 			{bin, []string{"migrate", "--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
 			{link, []string{"--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
 			{bin, []string{"frobnicate"}, 2, `pepsi: unknown command "frobnicate"`},

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -162,8 +163,8 @@ func checkFiles(files []string) error {
 // any stage (only a DSN, say from PEPSI_DSN on a machine that just feeds
 // the queue) accepts any well-formed stage name.
 func checkStage(cfg *config.Config, stage string) error {
-	if !config.ValidStageName(stage) {
-		return usage("--stage %q: a stage name is letters, digits, '_', '-' and '.'", stage)
+	if err := protocol.CheckStage(stage); err != nil {
+		return usage("--stage %q: bad stage name (%v)", stage, err)
 	}
 	if len(cfg.Stages) == 0 {
 		return nil

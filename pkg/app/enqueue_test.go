@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -115,6 +116,38 @@ func TestEnqueueStdin(t *testing.T) {
 	r := pepsi(t, "x", "enqueue", "-s", "no/slash")
 	r.wantCode(t, 2)
 	r.wantOneError(t, `--stage "no/slash"`)
+}
+
+// TestEnqueueStageNameLength: one rule for stage names in pepsi.conf and
+// on the command line. 63 bytes is a stage; 64 and 70 are not, since no
+// status line's next: could name them.
+func TestEnqueueStageNameLength(t *testing.T) {
+	db, dsn := pgtest.New(t)
+	long := strings.Repeat("s", 63)
+	env(t, dsn, "[stage-"+long+"]\nPROGRAM = /bin/cat\n")
+	r := pepsi(t, "x", "enqueue", "-s", long)
+	r.wantCode(t, 0)
+	var stage string
+	db.Pool.QueryRow(context.Background(), "SELECT stage FROM pepsi.state WHERE id = $1", ids(t, r.stdout)[0]).Scan(&stage)
+	if stage != long {
+		t.Errorf("enqueued at %q", stage)
+	}
+
+	for _, n := range []int{64, 70} {
+		long := strings.Repeat("s", n)
+		conf := env(t, dsn, "[database]\n\n[stage-"+long+"]\nPROGRAM = /bin/cat\n")
+		r := pepsi(t, "x", "enqueue", "-s", long)
+		r.wantCode(t, 2)
+		r.wantOneError(t, fmt.Sprintf("pepsi enqueue: %s:3: bad stage name %q in [stage-%s] (want at most 63 bytes, not %d)", conf, long, long, n))
+
+		env(t, dsn, "") // no stages configured: the name itself is refused
+		r = pepsi(t, "x", "enqueue", "-s", long)
+		r.wantCode(t, 2)
+		r.wantOneError(t, fmt.Sprintf("pepsi enqueue: --stage %q: bad stage name (want at most 63 bytes, not %d)", long, n))
+	}
+	if messages, _ := count(t, db); messages != 1 {
+		t.Errorf("%d messages, want 1", messages)
+	}
 }
 
 func TestEnqueueLines(t *testing.T) {

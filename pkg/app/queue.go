@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -95,8 +96,8 @@ func parseStageFlag(c *cli.Context, flag string) (string, error) {
 		}
 		return "", nil
 	}
-	if !config.ValidStageName(s) {
-		return "", usage("--%s %q: a stage name is letters, digits, '_', '-' and '.'", flag, s)
+	if err := protocol.CheckStage(s); err != nil {
+		return "", usage("--%s %q: bad stage name (%v)", flag, s, err)
 	}
 	return s, nil
 }

@@ -47,7 +47,7 @@ type Dispatch struct {
 
 // Stage holds one [stage-NAME] section.
 type Stage struct {
-	Name        string        // the part after "stage-"; letters, digits, '_', '-', '.'
+	Name        string        // the part after "stage-"; see protocol.CheckStage
 	Program     []string      // PROGRAM split into words like a shell would, without any expansion
 	ProgramText string        // PROGRAM as written, without a trailing comment
 	Parallelism int           // PARALLELISM, default 4: the most workers of this stage
@@ -150,11 +150,5 @@ func (c *Config) StageNames() []string {
 	return names
 }
 
-var (
-	stageNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-	channelRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-)
-
-// ValidStageName reports whether s is a usable stage name: one or more
-// letters, digits, '_', '-' or '.'.
-func ValidStageName(s string) bool { return stageNameRE.MatchString(s) }
+// channelRE is what INGRESS_CHANNEL may be.
+var channelRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)

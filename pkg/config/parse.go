@@ -8,48 +8,37 @@ import (
 	"strings"
 	"unicode"
 
-	"gopkg.in/ini.v1"
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
-// How a file is read.
+// How a file is read: by the line scanner below, and by nothing else.
 //
-// go-ini parses the values, but it keeps no line numbers, silently merges a
-// repeated section or key (the last value wins) and reports syntax errors
-// without a line. So a small line scanner (scan, below) walks the raw bytes
-// first, following go-ini's own line structure, and does everything that
-// needs a line: syntax, unknown and duplicate sections and keys, stage names.
-// Only a file that passes it is handed to go-ini, and the two are checked to
-// agree section by section and key by key before any value is used.
+// Until issue 15 a file was read twice: this scanner checked everything that
+// has a line, then go-ini (gopkg.in/ini.v1) read the values, and the two
+// were compared key by key. go-ini was dropped, not the scanner, because it
+// cannot say where anything is: a *ini.Key has no line number, its syntax
+// errors name none (go-ini/ini#341), and it silently merges a repeated
+// section or key, so every FILE:LINE message came from the scanner anyway
+// and the second parse only added a way for the two to disagree. The
+// scanner reads values as go-ini v1.68 did with the options pepsi gave it
+// (KeyValueDelimiters "=", IgnoreContinuation, SpaceBeforeInlineComment),
+// so every file means what it meant before:
+//   - Only "KEY = value": a ':' does not split, so a stray "postgres://…"
+//     line is an error rather than a key.
+//   - A trailing backslash does not join lines (PROGRAM reports it as an
+//     error rather than silently gluing the next line on).
+//   - ';' or '#' starts an inline comment only after a space, as in
+//     `MAX_RUNTIME = 300   ; seconds`, so a DSN password or an argument such
+//     as --sep=; keeps its ';' and '#'. A value that is wholly quoted ("…"
+//     or '…') keeps everything inside the quotes; the quotes are removed.
+//   - A value that starts with """ or ` runs to the last such quote on the
+//     line that holds the closing one, which may be a later line; it is
+//     taken as it is, and the rest of that line is ignored.
 //
-// Options, chosen so every setting is one line (except go-ini's """…""" and
-// `…` values, which the scanner follows) and nothing surprises:
-//   - KeyValueDelimiters "=": only "KEY = value"; go-ini's default also
-//     splits on ':', which would turn a stray "postgres://…" line into a key.
-//   - IgnoreContinuation: a trailing backslash does not join lines (PROGRAM
-//     reports it as an error rather than silently gluing the next line on).
-//   - SpaceBeforeInlineComment: ';' or '#' starts an inline comment only
-//     after a space, as in `MAX_RUNTIME = 300   ; seconds`, so a DSN
-//     password or an argument such as --sep=; keeps its ';' and '#'. A
-//     value that is wholly quoted ("…" or '…') keeps everything inside the
-//     quotes; the quotes are removed.
-//
-// PROGRAM is read a second time with IgnoreInlineComment and
-// PreserveSurroundedQuote: its quotes belong to the word splitter (see
-// splitWords), which also ends the command at an unquoted '#' or ';' that
-// begins a word, so `PROGRAM = /bin/x 'a #b' ; comment` is /bin/x and "a #b".
-var (
-	valueOptions = ini.LoadOptions{
-		KeyValueDelimiters:       "=",
-		IgnoreContinuation:       true,
-		SpaceBeforeInlineComment: true,
-	}
-	programOptions = ini.LoadOptions{
-		KeyValueDelimiters:      "=",
-		IgnoreContinuation:      true,
-		IgnoreInlineComment:     true,
-		PreserveSurroundedQuote: true,
-	}
-)
+// PROGRAM keeps its comment and its quotes: they belong to the word
+// splitter (see splitWords), which also ends the command at an unquoted '#'
+// or ';' that begins a word, so `PROGRAM = /bin/x 'a #b' ; comment` is
+// /bin/x and "a #b".
 
 const (
 	sectionDatabase = "database"
@@ -68,8 +57,58 @@ var keys = map[string][]string{
 
 // rawKey is a key line found by the scanner.
 type rawKey struct {
-	name string
-	line int
+	name   string
+	line   int
+	text   string // the value as written, without the blanks around it; or what is inside """…""" or `…`
+	quoted bool   // text was inside """…""" or `…`
+}
+
+// value is the key's value as every key but PROGRAM takes it: an inline
+// comment and the quotes around a wholly quoted value are removed.
+func (k rawKey) value() string {
+	v := k.text
+	if k.quoted {
+		return v
+	}
+	if i := commentIndex(v); i >= 0 {
+		v = strings.TrimSpace(v[:i])
+	}
+	if surrounded(v, '"') || surrounded(v, '\'') {
+		v = v[1 : len(v)-1]
+	}
+	return v
+}
+
+// commentIndex returns where an inline comment begins in v (at the space
+// before the ';' or '#'), or -1. In a value that starts with a quote, a
+// comment begins only after the closing quote (\" does not close "…").
+func commentIndex(v string) int {
+	var quote byte
+	escaped := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case quote != 0 && escaped:
+			escaped = false
+		case quote == '"' && c == '\\':
+			escaped = true
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case i == 0 && (c == '\'' || c == '"'):
+			quote = c
+		case (c == ';' || c == '#') && i > 0 && v[i-1] == ' ':
+			return i - 1
+		}
+	}
+	return -1
+}
+
+// surrounded reports whether v is wholly in quotes q: q first and last, and
+// nowhere between.
+func surrounded(v string, q byte) bool {
+	return len(v) >= 2 && v[0] == q && v[len(v)-1] == q && strings.IndexByte(v[1:], q) == len(v)-2
 }
 
 // rawSection is a section header and its keys found by the scanner.
@@ -87,14 +126,6 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	values, err := load(file, data, valueOptions, secs)
-	if err != nil {
-		return nil, err
-	}
-	programs, err := load(file, data, programOptions, secs)
-	if err != nil {
-		return nil, err
-	}
 
 	c := Default()
 	c.Path = file
@@ -103,28 +134,27 @@ func Parse(file string, data []byte) (*Config, error) {
 		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	var reconnectLine int // the later RECONNECT_MIN or RECONNECT_MAX line
-	for i, s := range secs {
+	for _, s := range secs {
 		var st *Stage
 		if s.kind == stagePrefix {
 			c.Stages = append(c.Stages, newStage(strings.TrimPrefix(s.name, stagePrefix), s.line))
 			st = &c.Stages[len(c.Stages)-1]
 		}
-		for j, k := range s.keys {
-			v := values[i][j]
+		for _, k := range s.keys {
 			var msg string
 			switch s.kind {
 			case sectionDatabase:
-				c.DSN = v
+				c.DSN = k.value()
 			case sectionDispatch:
-				msg = setDispatch(&c.Dispatch, k.name, v)
+				msg = setDispatch(&c.Dispatch, k.name, k.value())
 				if strings.HasPrefix(k.name, "RECONNECT_") {
 					reconnectLine = k.line
 				}
 			case stagePrefix:
 				if k.name == "PROGRAM" {
-					msg = setProgram(st, programs[i][j])
+					msg = setProgram(st, k.text)
 				} else {
-					msg = setStage(st, k.name, v)
+					msg = setStage(st, k.name, k.value())
 				}
 			}
 			if msg != "" {
@@ -144,47 +174,8 @@ func Parse(file string, data []byte) (*Config, error) {
 	return c, nil
 }
 
-// load parses data with go-ini and returns the value of every key the
-// scanner found, indexed like secs. It fails if go-ini sees the file
-// differently from the scanner, which would make the line numbers wrong.
-func load(file string, data []byte, opts ini.LoadOptions, secs []rawSection) (values [][]string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			values, err = nil, &Error{File: file, Msg: fmt.Sprintf("cannot parse: %v", p)}
-		}
-	}()
-	f, err := ini.LoadSources(opts, data)
-	if err != nil {
-		return nil, &Error{File: file, Msg: "cannot parse: " + err.Error(), Err: err}
-	}
-	disagree := func(line int) error {
-		return &Error{File: file, Line: line, Msg: "cannot parse this section (go-ini and the line scanner disagree; please report this)"}
-	}
-	got := f.Sections() // got[0] is go-ini's implicit DEFAULT section
-	if len(got) != len(secs)+1 || len(got[0].Keys()) != 0 {
-		return nil, disagree(0)
-	}
-	values = make([][]string, len(secs))
-	for i, s := range secs {
-		g := got[i+1]
-		gk := g.Keys()
-		if g.Name() != s.name || len(gk) != len(s.keys) {
-			return nil, disagree(s.line)
-		}
-		values[i] = make([]string, len(gk))
-		for j, k := range gk {
-			if k.Name() != s.keys[j].name {
-				return nil, disagree(s.line)
-			}
-			values[i][j] = k.Value()
-		}
-	}
-	return values, nil
-}
-
-// lineReader hands out the lines of a file the way go-ini's parser reads
-// them (bufio.Reader.ReadBytes('\n')): each with its '\n', and, when the file
-// ends with '\n', one last empty line.
+// lineReader hands out the lines of a file: each with its '\n', and, when
+// the file ends with '\n', one last empty line.
 type lineReader struct {
 	data []byte
 	eof  bool
@@ -205,7 +196,38 @@ func (r *lineReader) next() []byte {
 	return line
 }
 
-// stripBOM removes leading byte order marks exactly as go-ini does.
+// readValue reads the value of a key whose line goes on with rest after the
+// '=', and the lines after it that a """…""" or `…` value spans. unclosed
+// is the quote that never closes, if any.
+func (r *lineReader) readValue(rest []byte) (k rawKey, unclosed string) {
+	v := bytes.TrimLeftFunc(rest, unicode.IsSpace)
+	var q []byte
+	switch {
+	case len(v) > 3 && bytes.HasPrefix(v, []byte(`"""`)):
+		q = v[:3]
+	case len(v) > 0 && v[0] == '`':
+		q = v[:1]
+	default:
+		return rawKey{text: string(bytes.TrimSpace(v))}, ""
+	}
+	text := v[len(q):]
+	if i := bytes.LastIndex(text, q); i >= 0 {
+		return rawKey{text: string(text[:i]), quoted: true}, ""
+	}
+	buf := bytes.Clone(text)
+	for {
+		more := r.next()
+		if i := bytes.LastIndex(more, q); i >= 0 {
+			return rawKey{text: string(append(buf, more[:i]...)), quoted: true}, ""
+		}
+		buf = append(buf, more...)
+		if r.eof {
+			return rawKey{}, string(q)
+		}
+	}
+}
+
+// stripBOM removes leading byte order marks (UTF-8, UTF-16 BE and LE).
 func stripBOM(d []byte) []byte {
 	for len(d) >= 2 {
 		switch {
@@ -220,7 +242,7 @@ func stripBOM(d []byte) []byte {
 	return d
 }
 
-// scan walks the file line by line as go-ini's parser does and checks
+// scan reads the file line by line into its sections and keys, and checks
 // everything that has a line: syntax, section names, key names, duplicates.
 func scan(file string, data []byte) ([]rawSection, error) {
 	r := lineReader{data: stripBOM(data)}
@@ -236,8 +258,8 @@ func scan(file string, data []byte) ([]rawSection, error) {
 			continue
 		}
 		if t[0] == '[' {
-			// go-ini takes the name up to the last ']' and ignores the rest
-			// of the line; we insist the rest is a comment.
+			// The name runs to the last ']'; the rest of the line may only
+			// be a comment.
 			end := bytes.LastIndexByte(t, ']')
 			if end < 0 {
 				return nil, bad(n, "unclosed section header %q", bytes.TrimSpace(t))
@@ -272,28 +294,12 @@ func scan(file string, data []byte) ([]rawSection, error) {
 		if msg := checkKey(s, name); msg != "" {
 			return nil, bad(n, "%s", msg)
 		}
-		s.keys = append(s.keys, rawKey{name: name, line: n})
-
-		// go-ini reads a value that starts with """ or ` up to the line
-		// holding the closing quote.
-		v := bytes.TrimLeftFunc(t[eq+1:], unicode.IsSpace)
-		var q []byte
-		if len(v) > 3 && bytes.HasPrefix(v, []byte(`"""`)) {
-			q = v[:3]
-		} else if len(v) > 0 && v[0] == '`' {
-			q = v[:1]
+		k, unclosed := r.readValue(t[eq+1:])
+		if unclosed != "" {
+			return nil, bad(n, "%s: no closing %s for the value", name, unclosed)
 		}
-		if q != nil && !bytes.Contains(v[len(q):], q) {
-			for {
-				more := r.next()
-				if bytes.Contains(more, q) {
-					break
-				}
-				if r.eof {
-					return nil, bad(n, "%s: no closing %s for the value", name, q)
-				}
-			}
-		}
+		k.name, k.line = name, n
+		s.keys = append(s.keys, k)
 	}
 	return secs, nil
 }
@@ -304,8 +310,9 @@ func sectionKind(name string) (kind, msg string) {
 	case name == sectionDatabase, name == sectionDispatch:
 		return name, ""
 	case strings.HasPrefix(name, stagePrefix):
-		if s := name[len(stagePrefix):]; !ValidStageName(s) {
-			return "", fmt.Sprintf("bad stage name %q in [%s] (want letters, digits, '_', '-' or '.')", s, name)
+		s := name[len(stagePrefix):]
+		if err := protocol.CheckStage(s); err != nil {
+			return "", fmt.Sprintf("bad stage name %q in [%s] (%v)", s, name, err)
 		}
 		return stagePrefix, ""
 	}

@@ -71,7 +71,7 @@ func checkStatus(t *testing.T, line []byte, st Status) {
 		t.Errorf("Parse(%q).Code = %d", line, st.Code)
 	}
 	for _, fu := range st.Fused {
-		if !ValidStage([]byte(fu.Stage)) || math.IsNaN(fu.Seconds) || fu.Seconds < 0 || fu.Seconds > 1e9 {
+		if CheckStage(fu.Stage) != nil || math.IsNaN(fu.Seconds) || fu.Seconds < 0 || fu.Seconds > 1e9 {
 			t.Errorf("Parse(%q) fused %+v", line, fu)
 		}
 	}

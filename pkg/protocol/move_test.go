@@ -20,6 +20,8 @@ func TestMoves(t *testing.T) {
 		{"0 pause:0", Pause, "", 0, ""},
 		{"0 next:", 0, "", 0, "bad stage name"},
 		{"0 next:a/b", 0, "", 0, "bad stage name"},
+		{"0 next:" + strings.Repeat("s", 63), Advance, strings.Repeat("s", 63), 0, ""},
+		{"0 next:" + strings.Repeat("s", 64), 0, "", 0, "bad stage name in \"next:" + strings.Repeat("s", 64) + "\" (want at most 63 bytes, not 64)"},
 		{"0 pause:-1", 0, "", 0, "bad seconds"},
 		{"0 pause:soon", 0, "", 0, "bad seconds"},
 		{"0 done done", 0, "", 0, "second transition"},

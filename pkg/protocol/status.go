@@ -139,7 +139,7 @@ func parseCode(b []byte) (int, bool) {
 
 func isFused(tok []byte) bool {
 	i := bytes.IndexByte(tok, '=')
-	return i > 0 && ValidStage(tok[:i])
+	return i > 0 && validStage(tok[:i])
 }
 
 var errSeconds = errors.New("bad seconds")
@@ -162,11 +162,11 @@ func setMove(st *Status, m Move, tok []byte) error {
 }
 
 func applyNext(st *Status, tok []byte) error {
-	stage := tok[len("next:"):]
-	if !ValidStage(stage) {
-		return fmt.Errorf("bad stage name in %s", Quote(tok))
+	stage := string(tok[len("next:"):])
+	if err := CheckStage(stage); err != nil {
+		return fmt.Errorf("bad stage name in %s (%v)", Quote(tok), err)
 	}
-	st.Next = string(stage)
+	st.Next = stage
 	return setMove(st, Advance, tok)
 }
 
@@ -195,21 +195,6 @@ func applyFused(st *Status, tok []byte) error {
 	}
 	st.Fused = append(st.Fused, Fused{Stage: string(tok[:i]), Seconds: secs})
 	return nil
-}
-
-// ValidStage reports whether b is a stage name: letters, digits, '_', '-', '.'.
-func ValidStage(b []byte) bool {
-	if len(b) == 0 || len(b) > 63 {
-		return false
-	}
-	for _, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Quote renders b as a quoted, printable, valid UTF-8 string for an error

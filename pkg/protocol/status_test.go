@@ -316,29 +316,46 @@ func TestAppendText(t *testing.T) {
 	}
 }
 
-func TestValidStage(t *testing.T) {
+func TestCheckStage(t *testing.T) {
+	chars := "want letters, digits, '_', '-' or '.'"
 	tests := []struct {
 		s    string
-		want bool
+		want string // the error; "" for none
 	}{
-		{"enrich", true},
-		{"a", true},
-		{"A-Z_a.z-0.9", true},
-		{"0", true},
-		{strings.Repeat("s", 63), true},
-		{strings.Repeat("s", 64), false},
-		{"", false},
-		{"a/b", false},
-		{"a b", false},
-		{"a=b", false},
-		{"a#", false},
-		{"é", false},
-		{"a\x00", false},
-		{"\xff", false},
+		{"enrich", ""},
+		{"a", ""},
+		{"A-Z_a.z-0.9", ""},
+		{"0", ""},
+		{"v1.2", ""},
+		{"-", ""},
+		{".", ""},
+		{strings.Repeat("s", 63), ""},
+		{strings.Repeat("s", 64), "want at most 63 bytes, not 64"},
+		{strings.Repeat("s", 70), "want at most 63 bytes, not 70"},
+		{strings.Repeat("s", 63) + "/", chars},
+		{"", chars},
+		{"a/b", chars},
+		{"a b", chars},
+		{"a=b", chars},
+		{"a#", chars},
+		{"a:b", chars},
+		{"a]", chars},
+		{"é", chars},
+		{"*", chars},
+		{"a\x00", chars},
+		{"a\n", chars},
+		{"\xff", chars},
 	}
 	for _, tt := range tests {
-		if got := ValidStage([]byte(tt.s)); got != tt.want {
-			t.Errorf("ValidStage(%q) = %v, want %v", tt.s, got, tt.want)
+		err, got := CheckStage(tt.s), ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("CheckStage(%q) = %v, want %q", tt.s, err, tt.want)
+		}
+		if validStage(tt.s) != (err == nil) || validStage([]byte(tt.s)) != (err == nil) {
+			t.Errorf("validStage(%q) disagrees with CheckStage", tt.s)
 		}
 	}
 }

@@ -381,7 +381,7 @@ func (r *runner) answerPass(ctx context.Context, id int64) (protocol.Status, err
 
 func checkFused(fused []protocol.Fused) error {
 	for _, f := range fused {
-		if !protocol.ValidStage([]byte(f.Stage)) {
+		if protocol.CheckStage(f.Stage) != nil {
 			return fmt.Errorf("fused stage %q is not a stage name", f.Stage)
 		}
 	}

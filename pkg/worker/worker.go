@@ -169,8 +169,8 @@ func (m *Message) Header(key string) string {
 }
 
 // Fused reports that this pass also did the work of stage, which took d:
-// the dispatcher books it to that stage's statistics. Stage names are
-// letters, digits, '_', '-' and '.'; another name makes the pass fail.
+// the dispatcher books it to that stage's statistics. A name that
+// protocol.CheckStage refuses makes the pass fail.
 func (m *Message) Fused(stage string, d time.Duration) {
 	m.fused = append(m.fused, protocol.Fused{Stage: stage, Seconds: max(d.Seconds(), 0)})
 }
@@ -230,7 +230,7 @@ func (o Outcome) String() string {
 func (o Outcome) check(m *Message) error {
 	switch o.kind {
 	case advance:
-		if !protocol.ValidStage([]byte(o.stage)) {
+		if protocol.CheckStage(o.stage) != nil {
 			return fmt.Errorf("cannot advance to %q: not a stage name", o.stage)
 		}
 		if o.stage == m.Stage {
