@@ -145,7 +145,7 @@ func (b *bench) turnCeiling(ctx context.Context, p pipeline, n int, d time.Durat
 		for _, c := range res.Claimed {
 			v := queue.Settle{ID: c.ID, Stage: c.Stage, Verdict: queue.Finish}
 			if nx := next[c.Stage]; nx != "" {
-				v.Verdict, v.Next = queue.Next, nx
+				v.Verdict, v.Next = queue.Advance, nx
 			}
 			settles = append(settles, v)
 		}

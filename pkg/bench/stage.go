@@ -73,18 +73,18 @@ func Stage(ctx context.Context, o StageOptions) error {
 	var fn worker.Func
 	switch o.Mode {
 	case worker.OnStatusLine:
-		fn = func(context.Context, *worker.Message) (worker.Outcome, error) { return out, nil }
+		fn = func(context.Context, *worker.Message) (worker.Move, error) { return out, nil }
 	default:
 		made := false
-		fn = func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+		fn = func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 			if !made {
 				if _, err := m.Tx.Exec(ctx, queue.BenchWorkRowSQL, slot); err != nil {
-					return worker.Outcome{}, err
+					return worker.Move{}, err
 				}
 				made = true
 			}
 			if _, err := m.Tx.Exec(ctx, queue.BenchWorkSQL, slot); err != nil {
-				return worker.Outcome{}, err
+				return worker.Move{}, err
 			}
 			return out, nil
 		}

@@ -140,10 +140,10 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 		switch {
 		case p == nil:
 			// Its stage was changed by hand while the claim ran.
-			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: c.Stage, Verdict: queue.Requeue})
+			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: c.Stage, Verdict: queue.NotRun})
 		case d.stopping || d.lockless:
 			// Claimed as the lock was lost or a stop began: not handed out.
-			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: p.cfg.Name, Verdict: queue.Requeue})
+			d.settles = append(d.settles, queue.Settle{ID: c.ID, Stage: p.cfg.Name, Verdict: queue.NotRun})
 		case d.assign(p, c.ID, now):
 			d.obs.Handed(p.cfg.Name, time.Duration(c.Waited*float64(time.Second)))
 		}
@@ -163,7 +163,7 @@ func (d *Dispatcher) assign(p *pool, id int64, now time.Time) bool {
 		w = d.spawn(p, now)
 	}
 	if w == nil {
-		d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Requeue})
+		d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
 		return false
 	}
 	w.hand(id, now)

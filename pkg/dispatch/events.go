@@ -69,7 +69,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 // fail books a failed pass of id at p's stage: the message fails, or is
 // paused for a retry while the stage's RETRIES allow.
 func (d *Dispatcher) fail(p *pool, id int64, reason string) {
-	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Fail, Reason: reason, Retry: p.retry})
+	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry})
 }
 
 // observePass reports an answered pass and the stages fused into it.
@@ -88,14 +88,14 @@ func (d *Dispatcher) observePass(stage string, st *protocol.Status, busy time.Du
 
 // answered is the verdict for a 0 answer: the transition it carries, if any.
 func answered(id int64, stage string, st *protocol.Status) queue.Settle {
-	v := queue.Settle{ID: id, Stage: stage, Verdict: queue.Answered}
+	v := queue.Settle{ID: id, Stage: stage, Verdict: queue.PassOK}
 	switch st.Move {
 	case protocol.Advance:
-		v.Verdict, v.Next = queue.Next, st.Next
+		v.Verdict, v.Next = queue.Advance, st.Next
 	case protocol.Finish:
 		v.Verdict = queue.Finish
 	case protocol.Pause:
-		v.Verdict, v.Delay = queue.PauseFor, time.Duration(st.Delay*float64(time.Second))
+		v.Verdict, v.Delay = queue.Pause, time.Duration(st.Delay*float64(time.Second))
 	}
 	return v
 }
@@ -138,7 +138,7 @@ func (d *Dispatcher) abandon(w *worker, reason string) {
 		if i == 0 {
 			d.fail(w.pool, id, reason)
 		} else {
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.Requeue})
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.NotRun})
 		}
 	}
 }
@@ -157,7 +157,7 @@ func (d *Dispatcher) exited(w *worker, err error) {
 		d.log.Debug("worker stopped with messages outstanding", "stage", p.cfg.Name, "pid", w.proc.pid,
 			"status", status, "outstanding", w.inflight.len())
 		for _, id := range w.inflight.drain() {
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.Requeue})
+			d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
 		}
 	case w.inflight.len() > 0:
 		d.log.Warn("worker crashed", "stage", p.cfg.Name, "pid", w.proc.pid, "status", status,

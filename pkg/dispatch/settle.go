@@ -34,11 +34,10 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	for i := range res.Settled {
 		s := &res.Settled[i]
 		d.tally.settled(s)
-		if s.Set == queue.Pending {
+		if s.Changed() && s.After == queue.Pending {
 			d.movedTo(s)
 		}
-		paused := s.Set == queue.Paused || (s.Set == "" && s.Status == queue.Paused)
-		if paused {
+		if s.After == queue.Paused {
 			d.nextPaused = earliest(d.nextPaused, s.Timeout)
 			if c := d.claimer.job; c != nil && c.turn.Resume {
 				c.pause = earliest(c.pause, s.Timeout)

@@ -33,22 +33,16 @@ func (t *tally) settled(s *queue.Settled) {
 	g := &t.global
 	t.dirty = true
 	switch {
-	case s.Set == queue.Pending && s.Stage != s.Handed:
+	case s.Changed() && s.After == queue.Pending && s.Stage != s.Handed:
 		g.Requeued++
-	case s.Set == queue.Pending:
+	case s.Changed() && s.After == queue.Pending:
 		g.Reset++
-	case s.Set == queue.Failed:
+	case s.After == queue.Failed:
 		g.Failed++
-	case s.Set == queue.Paused:
+	case s.After == queue.Paused:
 		g.Paused++
-	case s.Set == queue.Done:
+	case s.After == queue.Done:
 		g.Done++
-	case s.Status == queue.Done:
-		g.Done++
-	case s.Status == queue.Failed:
-		g.Failed++
-	case s.Status == queue.Paused:
-		g.Paused++
 	}
 }
 

@@ -132,23 +132,36 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 	return dst, waits, nil
 }
 
-// Verdict is what the dispatcher concluded about one handed-out message.
+// Verdict is what the dispatcher concluded about one handed-out message:
+// how its pass ended and, for a pass whose stage answered the move on its
+// status line, the move.
+//
+// The words are pepsi's one vocabulary. A pass (one stage's turn at a
+// message) ends ok (answered 0) or failed (answered non-zero; or, as the
+// metrics tell apart, timed out, crashed, broke the protocol), or the
+// message was not run at all. A move is what happens to the message:
+// advance (to another stage), finish (done), pause (retry the stage
+// later) or fail (dead-letter it: failed, with a reason). A pass that moves its message to failed is ok; a
+// failed pass is retried while RETRIES allow, and then fails the message.
 type Verdict string
 
 // The verdicts Settle applies.
 const (
-	// Answered means the worker answered 0: the stage moved the row itself.
-	Answered Verdict = "ok"
-	// Fail means the pass failed (non-zero answer, crash, timeout, protocol error).
-	Fail Verdict = "fail"
-	// Requeue means the message never ran (or the dispatcher is stopping).
-	Requeue Verdict = "requeue"
-	// Next means the worker answered 0 asking for the message to advance to Settle.Next.
-	Next Verdict = "next"
-	// Finish means the worker answered 0 asking for the message to be done.
-	Finish Verdict = "done"
-	// PauseFor means the worker answered 0 asking for a retry after Settle.Delay.
-	PauseFor Verdict = "pause"
+	// PassOK: the stage answered 0 and made its move itself.
+	PassOK Verdict = "ok"
+	// PassFailed: the pass failed (non-zero answer, crash, timeout,
+	// protocol error): retried after a pause while the stage's RETRIES
+	// allow, then the message fails.
+	PassFailed Verdict = "failed"
+	// NotRun: the message was never run (or the dispatcher is stopping):
+	// back to pending, the claim's attempt taken back.
+	NotRun Verdict = "notrun"
+	// Advance: the pass was ok, moving the message on to Settle.Next.
+	Advance Verdict = "advance"
+	// Finish: the pass was ok, finishing the message.
+	Finish Verdict = "finish"
+	// Pause: the pass was ok, pausing the message for Settle.Delay.
+	Pause Verdict = "pause"
 )
 
 // NotMoved is the dispatch_error of a message whose stage answered 0
@@ -161,9 +174,9 @@ type Settle struct {
 	Stage   string
 	Verdict Verdict
 	Reason  string
-	Retry   RetryPolicy   // for Fail: pause instead while attempts are left
-	Next    string        // for Next: the stage to advance to
-	Delay   time.Duration // for PauseFor: how long to pause
+	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
+	Next    string        // for Advance: the stage to advance to
+	Delay   time.Duration // for Pause: how long to pause
 }
 
 // RetryPolicy says how often and how late a failed pass is retried.
@@ -173,26 +186,27 @@ type RetryPolicy struct {
 	Max     time.Duration // the longest delay
 }
 
-// Settled is what Settle found and did for one message: the status it had,
-// the stage it is at now, and the status Settle set, or "" when it left the
-// row alone; Timeout is when a row it or the stage paused falls due.
+// Settled is what Settle found and did for one message.
 type Settled struct {
 	ID      int64
-	Status  Status
+	Before  Status    // its status when Settle read it: running, unless its stage (or a person) moved it on first
+	After   Status    // its status after Settle: Before when Settle left it alone
 	Stage   string    // the stage it is at after Settle
 	Handed  string    // the stage it was handed at
-	Set     Status    // what Settle set, "" when it left the row alone
 	Timeout time.Time // when a paused row falls due
 }
+
+// Changed reports whether Settle wrote the row: it was still running.
+func (s *Settled) Changed() bool { return s.Before == Running }
 
 // settleSQL applies verdicts in one statement. Only rows still running are
 // touched. A row running at another stage than it was handed at advanced
 // and goes back to pending whatever the verdict (its attempts start again
 // at 0). A row running at the same stage:
 //   - ok: the stage answered 0 without moving it: failed, NotMoved;
-//   - next, done, pause: the transition the stage answered is applied;
-//   - requeue: it never ran: pending, the claim's attempt taken back;
-//   - fail: failed with the reason, or paused for delay × 2^(attempts-1)
+//   - advance, finish, pause: the move the stage answered is made;
+//   - notrun: it never ran: pending, the claim's attempt taken back;
+//   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
 // Rows the stage finished, paused or failed are left alone. cur locks the
@@ -213,7 +227,7 @@ WITH cur AS (
     SELECT v.id, v.stage AS handed, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
            s.status, s.stage, s.timeout, s.attempts,
            s.stage <> v.stage AS advanced,
-           v.verdict = 'fail' AND greatest(s.attempts, 1) <= v.retries AS retry
+           v.verdict = 'failed' AND greatest(s.attempts, 1) <= v.retries AS retry
       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[])
            AS v(id, stage, verdict, reason, retries, delay, maxdelay, target)
      CROSS JOIN LATERAL (
@@ -221,19 +235,19 @@ WITH cur AS (
             WHERE s.id = v.id FOR UPDATE) s
 ), upd AS (
     UPDATE pepsi.state s
-       SET status = CASE WHEN x.advanced OR x.verdict IN ('requeue', 'next') THEN 'pending'
-                         WHEN x.verdict = 'done' THEN 'done'
+       SET status = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance') THEN 'pending'
+                         WHEN x.verdict = 'finish' THEN 'done'
                          WHEN x.verdict = 'pause' OR x.retry THEN 'paused'
                          ELSE 'failed' END,
-           stage = CASE WHEN NOT x.advanced AND x.verdict = 'next' THEN x.target ELSE s.stage END,
+           stage = CASE WHEN NOT x.advanced AND x.verdict = 'advance' THEN x.target ELSE s.stage END,
            timeout = CASE WHEN x.advanced THEN s.timeout
                           WHEN x.verdict = 'pause' THEN now() + make_interval(secs => x.delay)
                           WHEN x.retry THEN now() + make_interval(secs => least(x.delay * 2 ^ greatest(x.attempts - 1, 0), x.maxdelay))
                           ELSE s.timeout END,
-           attempts = CASE WHEN x.advanced OR x.verdict = 'next' THEN 0
-                           WHEN x.verdict = 'requeue' THEN greatest(s.attempts - 1, 0)
+           attempts = CASE WHEN x.advanced OR x.verdict = 'advance' THEN 0
+                           WHEN x.verdict = 'notrun' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
-           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('requeue', 'next', 'done', 'pause') THEN s.dispatch_error
+           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + NotMoved + `'
                                  ELSE x.reason END,
            updated_at = now()
@@ -269,9 +283,9 @@ func settleArgs(vs []Settle) []any {
 		ids[i], stages[i], verdicts[i], reasons[i] = v.ID, v.Stage, string(v.Verdict), v.Reason
 		retries[i], delays[i], maxes[i] = int32(v.Retry.Retries), v.Retry.Delay.Seconds(), v.Retry.Max.Seconds()
 		switch v.Verdict {
-		case Next:
+		case Advance:
 			targets[i] = v.Next
-		case PauseFor:
+		case Pause:
 			delays[i] = v.Delay.Seconds()
 		}
 	}
@@ -290,7 +304,10 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 		if err := rows.Scan(&s.ID, &status, &s.Stage, &s.Handed, &set, &timeout); err != nil {
 			return dst, err
 		}
-		s.Status, s.Set = Status(status), Status(set)
+		s.Before, s.After = Status(status), Status(set)
+		if set == "" {
+			s.After = s.Before
+		}
 		if timeout != nil {
 			s.Timeout = *timeout
 		}

@@ -174,19 +174,19 @@ func TestSettle(t *testing.T) {
 	nothing := func(int64) {}
 	const none = "<nil>"
 	cases := []tc{
-		{"ok advanced", advance, queue.Answered, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
-		{"ok not moved", nothing, queue.Answered, "", queue.Running, "s", queue.Failed, queue.Failed, "s", queue.NotMoved, none},
-		{"fail same stage", nothing, queue.Fail, "boom", queue.Running, "s", queue.Failed, queue.Failed, "s", "boom", none},
-		{"fail advanced", advance, queue.Fail, "boom", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
-		{"fail finished", finish, queue.Fail, "boom", queue.Done, "s", "", queue.Done, "s", none, none},
-		{"fail paused", pause, queue.Fail, "boom", queue.Paused, "s", "", queue.Paused, "s", none, none},
-		{"fail failed", fail, queue.Fail, "boom", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
-		{"ok finished", finish, queue.Answered, "", queue.Done, "s", "", queue.Done, "s", none, none},
-		{"ok paused", pause, queue.Answered, "", queue.Paused, "s", "", queue.Paused, "s", none, none},
-		{"ok failed", fail, queue.Answered, "", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
-		{"requeue same stage", nothing, queue.Requeue, "", queue.Running, "s", queue.Pending, queue.Pending, "s", none, none},
-		{"requeue advanced", advance, queue.Requeue, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
-		{"requeue finished", finish, queue.Requeue, "", queue.Done, "s", "", queue.Done, "s", none, none},
+		{"ok advanced", advance, queue.PassOK, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"ok not moved", nothing, queue.PassOK, "", queue.Running, "s", queue.Failed, queue.Failed, "s", queue.NotMoved, none},
+		{"fail same stage", nothing, queue.PassFailed, "boom", queue.Running, "s", queue.Failed, queue.Failed, "s", "boom", none},
+		{"fail advanced", advance, queue.PassFailed, "boom", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"fail finished", finish, queue.PassFailed, "boom", queue.Done, "s", "", queue.Done, "s", none, none},
+		{"fail paused", pause, queue.PassFailed, "boom", queue.Paused, "s", "", queue.Paused, "s", none, none},
+		{"fail failed", fail, queue.PassFailed, "boom", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
+		{"ok finished", finish, queue.PassOK, "", queue.Done, "s", "", queue.Done, "s", none, none},
+		{"ok paused", pause, queue.PassOK, "", queue.Paused, "s", "", queue.Paused, "s", none, none},
+		{"ok failed", fail, queue.PassOK, "", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
+		{"requeue same stage", nothing, queue.NotRun, "", queue.Running, "s", queue.Pending, queue.Pending, "s", none, none},
+		{"requeue advanced", advance, queue.NotRun, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"requeue finished", finish, queue.NotRun, "", queue.Done, "s", "", queue.Done, "s", none, none},
 	}
 	ids := seed(t, db, "s", queue.Running, len(cases))
 	var vs []queue.Settle
@@ -195,7 +195,7 @@ func TestSettle(t *testing.T) {
 		vs = append(vs, queue.Settle{ID: ids[i], Stage: "s", Verdict: c.verdict, Reason: c.reason})
 	}
 	// A message that no longer exists is not reported.
-	vs = append(vs, queue.Settle{ID: 1 << 40, Stage: "s", Verdict: queue.Fail, Reason: "gone"})
+	vs = append(vs, queue.Settle{ID: 1 << 40, Stage: "s", Verdict: queue.PassFailed, Reason: "gone"})
 	before := map[int64]stateRow{}
 	for _, id := range ids {
 		before[id] = getState(t, db, id)
@@ -224,8 +224,12 @@ func TestSettle(t *testing.T) {
 			t.Errorf("%s: no result for %d", c.name, id)
 			continue
 		}
-		if s.Status != c.before || s.Stage != c.beforeAt || s.Set != c.set {
-			t.Errorf("%s: Settled{Status %q, Stage %q, Set %q}, want {%q, %q, %q}", c.name, s.Status, s.Stage, s.Set, c.before, c.beforeAt, c.set)
+		after := c.set
+		if after == "" {
+			after = c.before
+		}
+		if s.Before != c.before || s.Stage != c.beforeAt || s.After != after || s.Changed() != (c.set != "") {
+			t.Errorf("%s: Settled{Before %q, Stage %q, After %q}, want {%q, %q, %q}", c.name, s.Before, s.Stage, s.After, c.before, c.beforeAt, after)
 		}
 		r := getState(t, db, id)
 		if r.Status != c.status || r.Stage != c.at || deref(r.DispatchError) != c.dispErr || deref(r.Error) != c.errText {
@@ -246,8 +250,8 @@ func TestSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range got {
-		if s.Set != "" {
-			t.Fatalf("second Settle set %+v", s)
+		if s.Changed() {
+			t.Fatalf("second Settle changed %+v", s)
 		}
 	}
 	if got, err := db.Settle(ctx, nil, nil); err != nil || len(got) != 0 {
@@ -264,12 +268,12 @@ func TestSettleMany(t *testing.T) {
 	for i, id := range ids {
 		switch i % 3 {
 		case 0:
-			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.Requeue})
+			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.NotRun})
 		case 1:
-			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.Fail, Reason: "exit 3"})
+			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.PassFailed, Reason: "exit 3"})
 		case 2:
 			exec(t, db, "SELECT pepsi.advance($1, 't')", id)
-			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.Answered})
+			vs = append(vs, queue.Settle{ID: id, Stage: "s", Verdict: queue.PassOK})
 		}
 	}
 	got, err := db.Settle(ctx, vs, nil)

@@ -45,7 +45,7 @@ UPDATE pepsi.state SET status = CASE WHEN id % 6 < 3 THEN 'done' WHEN id % 6 = 3
 		if err := rows.Scan(&v.ID, &v.Stage); err != nil {
 			t.Fatal(err)
 		}
-		v.Verdict, v.Next = queue.Next, "s9"
+		v.Verdict, v.Next = queue.Advance, "s9"
 		vs = append(vs, v)
 	}
 	if rows.Err() != nil || len(vs) != 1000 {

@@ -17,7 +17,7 @@ import (
 //	[stage-parse]
 //	PROGRAM = /usr/local/lib/pepsi/parse
 func Example() {
-	worker.Main(func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	worker.Main(func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		var order struct {
 			Customer string  `json:"customer"`
 			Amount   float64 `json:"amount"`
@@ -30,7 +30,7 @@ func Example() {
 			 ON CONFLICT (id) DO NOTHING`, // at-least-once: a second pass is harmless
 			m.ID, order.Customer, order.Amount)
 		if err != nil {
-			return worker.Outcome{}, err
+			return worker.Move{}, err
 		}
 		if tag.RowsAffected() == 0 && m.Attempts < 3 {
 			return worker.Pause(5 * time.Second), nil

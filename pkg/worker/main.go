@@ -23,7 +23,7 @@ import (
 func Main(fn Func) { os.Exit(run(fn, InTransaction)) }
 
 // MainOnStatusLine is Main for a stage whose work happens outside the
-// database: fn runs outside any transaction and its outcome is answered on
+// database: fn runs outside any transaction and its move is answered on
 // the status line for the dispatcher to apply (see OnStatusLine).
 func MainOnStatusLine(fn Func) { os.Exit(run(fn, OnStatusLine)) }
 

@@ -34,7 +34,7 @@ type Options struct {
 	// TxOptions are the options of every message's transaction (isolation
 	// level and so on); the zero value is the server's default.
 	TxOptions pgx.TxOptions
-	// Mode says how outcomes reach the queue: InTransaction (the default)
+	// Mode says how moves reach the queue: InTransaction (the default)
 	// or OnStatusLine.
 	Mode Mode
 	// Stage is the stage this program serves (Main takes $PEPSI_STAGE).
@@ -43,16 +43,16 @@ type Options struct {
 	Stage string
 }
 
-// Mode says how a stage's outcome reaches the queue.
+// Mode says how a stage's move reaches the queue.
 type Mode uint8
 
 const (
 	// InTransaction serves each message in a transaction that holds its
-	// locked queue row; the outcome is applied with the SQL API in that
+	// locked queue row; the move is made with the SQL API in that
 	// transaction, which commits before the answer "0" goes out.
 	InTransaction Mode = iota
 	// OnStatusLine serves each message outside any transaction, with no
-	// row lock and Message.Tx nil, and answers the outcome on the status
+	// row lock and Message.Tx nil, and answers the move on the status
 	// line ("0 next:STAGE", "0 done", "0 pause:SECONDS") for the
 	// dispatcher to apply in its batched statements: a message costs the
 	// stage no commit. It is for stages whose work happens outside the
@@ -358,7 +358,7 @@ func (r *runner) serve(ctx context.Context, line []byte) (protocol.Status, error
 }
 
 // answerPass runs fn for message id outside any transaction and returns
-// the status line that carries its outcome (OnStatusLine).
+// the status line that carries its move (OnStatusLine).
 func (r *runner) answerPass(ctx context.Context, id int64) (protocol.Status, error) {
 	m := &Message{ID: id, Stage: r.stage, r: r}
 	out, err := r.call(ctx, m)
@@ -388,9 +388,9 @@ func checkFused(fused []protocol.Fused) error {
 	return nil
 }
 
-// pass runs fn for message id in a transaction and commits its outcome.
+// pass runs fn for message id in a transaction and commits its move.
 // BEGIN goes out with the read of the message (pgx's Batch.BeginTx), the
-// outcome with COMMIT: two round trips besides the stage's own statements,
+// move with COMMIT: two round trips besides the stage's own statements,
 // where Conn.BeginTx and Tx.Commit would take four. On a small machine
 // every round trip costs both sides tens of microseconds of CPU.
 func (r *runner) pass(ctx context.Context, id int64) ([]protocol.Fused, error) {
@@ -401,7 +401,7 @@ func (r *runner) pass(ctx context.Context, id int64) ([]protocol.Fused, error) {
 	br := r.conn.SendBatch(ctx, b)
 	m.Tx = br.Tx()
 	defer func() {
-		// After the outcome's batch the server has committed but pgx's Tx
+		// After the move's batch the server has committed but pgx's Tx
 		// does not know it: roll back only a transaction still open.
 		// After a cancellation the connection may be gone, so the
 		// rollback gets a context of its own.
@@ -437,7 +437,7 @@ func (r *runner) pass(ctx context.Context, id int64) ([]protocol.Fused, error) {
 		return nil, err // told to stop: roll back rather than commit now
 	}
 	if r.conn.PgConn().TxStatus() != 'T' {
-		return nil, errors.New("the stage function ended the pass's transaction (m.Tx is committed with the outcome)")
+		return nil, errors.New("the stage function ended the pass's transaction (m.Tx is committed with the move)")
 	}
 	sql, args := out.statement(m)
 	commit := r.txo.CommitQuery
@@ -465,7 +465,7 @@ func (r *runner) pass(ctx context.Context, id int64) ([]protocol.Fused, error) {
 }
 
 // call runs the stage function, turning a panic into an error.
-func (r *runner) call(ctx context.Context, m *Message) (out Outcome, err error) {
+func (r *runner) call(ctx context.Context, m *Message) (out Move, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("stage function panicked", "id", m.ID, "panic", p, "stack", string(debug.Stack()))

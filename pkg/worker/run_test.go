@@ -80,9 +80,9 @@ func (f *fixture) sideEffects(id int64) int64 {
 
 // byPayload is a stage whose payload says what to do; it always records a
 // side effect first, to show whether its transaction committed.
-func byPayload(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func byPayload(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	if _, err := m.Tx.Exec(ctx, "INSERT INTO side VALUES ($1)", m.ID); err != nil {
-		return worker.Outcome{}, err
+		return worker.Move{}, err
 	}
 	switch p := string(m.Payload); p {
 	case "advance":
@@ -94,9 +94,9 @@ func byPayload(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 	case "fail":
 		return worker.Fail("no good"), nil
 	case "error":
-		return worker.Outcome{}, errors.New("broken\nin two lines")
+		return worker.Move{}, errors.New("broken\nin two lines")
 	case "zero":
-		return worker.Outcome{}, nil
+		return worker.Move{}, nil
 	case "same":
 		return worker.Advance(m.Stage), nil
 	case "badstage":
@@ -112,16 +112,16 @@ func byPayload(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 		return worker.Finish(), nil
 	case "headers":
 		if m.Header("k") != "v" || m.Header("missing") != "" || m.Stage != "a" || m.Attempts != 1 || m.CreatedAt.IsZero() {
-			return worker.Outcome{}, errors.New("bad message fields")
+			return worker.Move{}, errors.New("bad message fields")
 		}
 		return worker.Finish(), nil
 	}
-	return worker.Outcome{}, errors.New("unknown payload")
+	return worker.Move{}, errors.New("unknown payload")
 }
 
-// TestRunOutcomes feeds every kind of message through Run and checks each
+// TestRunMoves feeds every kind of message through Run and checks each
 // answer and row.
-func TestRunOutcomes(t *testing.T) {
+func TestRunMoves(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("advance", "finish", "pause", "fail", "error", "zero", "same", "badstage", "panic", "fused", "badfused", "headers")
 	var in strings.Builder
@@ -141,7 +141,7 @@ func TestRunOutcomes(t *testing.T) {
 		"0",
 		"0",
 		"1 # broken in two lines",
-		"1 # the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)",
+		"1 # the stage function returned no move (use worker.Advance, Finish, Pause or Fail)",
 		"1 # cannot advance to a: the message is already there (to run it again, pause it)",
 		`1 # cannot advance to "no spaces": not a stage name`,
 		"1 # panic: oops",
@@ -279,15 +279,15 @@ func TestRunHoldBounded(t *testing.T) {
 			got <- string(buf[:n])
 		}
 	}()
-	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fn := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		if m.ID == ids[1] {
 			select {
 			case a := <-got:
 				if a != "0\n" {
-					return worker.Outcome{}, errors.New("first answer: " + a)
+					return worker.Move{}, errors.New("first answer: " + a)
 				}
 			case <-time.After(30 * time.Second):
-				return worker.Outcome{}, errors.New("the first answer was held back")
+				return worker.Move{}, errors.New("the first answer was held back")
 			}
 		}
 		return worker.Finish(), nil
@@ -308,9 +308,9 @@ func TestRunCancel(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("block")
 	started := make(chan struct{})
-	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fn := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		if _, err := m.Tx.Exec(ctx, "INSERT INTO side VALUES ($1)", m.ID); err != nil {
-			return worker.Outcome{}, err
+			return worker.Move{}, err
 		}
 		close(started)
 		_, err := m.Tx.Exec(ctx, "SELECT pg_sleep(60)")
@@ -389,13 +389,13 @@ func TestRunTransient(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("x", "y")
 	calls := map[int64]int{}
-	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fn := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		calls[m.ID]++
 		if _, err := m.Tx.Exec(ctx, "INSERT INTO side VALUES ($1)", m.ID); err != nil {
-			return worker.Outcome{}, err
+			return worker.Move{}, err
 		}
 		if m.ID == ids[0] && calls[m.ID] == 1 || m.ID == ids[1] {
-			return worker.Outcome{}, &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access"}
+			return worker.Move{}, &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access"}
 		}
 		return worker.Finish(), nil
 	}
@@ -420,9 +420,9 @@ func TestRunTransient(t *testing.T) {
 func TestRunConnectionLost(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("a", "b")
-	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fn := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		if _, err := f.db.Pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lost-test'"); err != nil {
-			return worker.Outcome{}, err
+			return worker.Move{}, err
 		}
 		_, err := m.Tx.Exec(ctx, "SELECT 1")
 		return worker.Finish(), err
@@ -445,7 +445,7 @@ func TestRunConnectionLost(t *testing.T) {
 
 // TestRunBadOptions covers the errors Run reports before serving.
 func TestRunBadOptions(t *testing.T) {
-	noop := func(context.Context, *worker.Message) (worker.Outcome, error) { return worker.Finish(), nil }
+	noop := func(context.Context, *worker.Message) (worker.Move, error) { return worker.Finish(), nil }
 	in, out := strings.NewReader(""), io.Discard
 	for _, tc := range []struct {
 		name string
@@ -465,14 +465,14 @@ func TestRunBadOptions(t *testing.T) {
 	}
 }
 
-// TestOutcomeString documents the outcomes' descriptions.
-func TestOutcomeString(t *testing.T) {
-	for o, want := range map[worker.Outcome]string{
+// TestMoveString documents the moves' descriptions.
+func TestMoveString(t *testing.T) {
+	for o, want := range map[worker.Move]string{
 		worker.Advance("b"):           "advance to b",
 		worker.Finish():               "finish",
 		worker.Pause(2 * time.Second): "pause for 2s",
 		worker.Fail("x"):              "fail (x)",
-		{}:                            "no outcome",
+		{}:                            "no move",
 	} {
 		if o.String() != want {
 			t.Errorf("%q, want %q", o.String(), want)
@@ -486,9 +486,9 @@ func TestOutcomeString(t *testing.T) {
 func TestRunStageEndsTx(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("x")
-	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fn := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		if err := m.Tx.Commit(ctx); err != nil {
-			return worker.Outcome{}, err
+			return worker.Move{}, err
 		}
 		return worker.Finish(), nil
 	}
@@ -496,7 +496,7 @@ func TestRunStageEndsTx(t *testing.T) {
 	if err := worker.Run(context.Background(), fn, f.opts(strings.NewReader(itoa(ids[0])+"\n"), &out)); err != nil {
 		t.Fatal(err)
 	}
-	if want := "1 # the stage function ended the pass's transaction (m.Tx is committed with the outcome)\n"; out.String() != want {
+	if want := "1 # the stage function ended the pass's transaction (m.Tx is committed with the move)\n"; out.String() != want {
 		t.Errorf("status line %q, want %q", out.String(), want)
 	}
 	if status, stage, _, _ := f.row(ids[0]); status != "running" || stage != "a" {

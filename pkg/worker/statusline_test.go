@@ -20,12 +20,12 @@ const statusLineStage = "PEPSI_WORKER_TEST_STATUS_LINE"
 
 // onStatusLine is the stage program of TestOnStatusLineDispatched: it
 // reads the payload with Load and says what to do by it and the stage.
-func onStatusLine(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func onStatusLine(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	if m.Tx != nil || m.Stage != os.Getenv("PEPSI_STAGE") {
-		return worker.Outcome{}, errors.New("a transaction, or the wrong stage, in OnStatusLine mode")
+		return worker.Move{}, errors.New("a transaction, or the wrong stage, in OnStatusLine mode")
 	}
 	if err := m.Load(ctx); err != nil {
-		return worker.Outcome{}, err
+		return worker.Move{}, err
 	}
 	switch p := string(m.Payload); {
 	case p == "fail" && m.Stage == "sl2":
@@ -45,22 +45,22 @@ func (f *fixture) statusLineOpts(in string, out *bytes.Buffer) worker.Options {
 	return o
 }
 
-// TestRunOnStatusLine: outcomes are answered on the status line and the
+// TestRunOnStatusLine: moves are answered on the status line and the
 // rows are left to the dispatcher, except for Fail; Load reads the rest
 // of the message.
 func TestRunOnStatusLine(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("a", "b", "c")
-	load := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	load := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		if m.Stage != "a" || m.Payload != nil || m.Attempts != 0 {
-			return worker.Outcome{}, fmt.Errorf("before Load: %+v", m)
+			return worker.Move{}, fmt.Errorf("before Load: %+v", m)
 		}
 		if err := m.Load(ctx); err != nil {
-			return worker.Outcome{}, err
+			return worker.Move{}, err
 		}
 		if m.ID == ids[0] {
 			if _, err := f.db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", ids[1]); err != nil {
-				return worker.Outcome{}, err
+				return worker.Move{}, err
 			}
 		}
 		m.Payload = append([]byte("load "), m.Payload...)
@@ -82,7 +82,7 @@ func TestRunOnStatusLine(t *testing.T) {
 	o := f.statusLineOpts("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n", &out)
 	o.DSN = "postgres:///x?host=/nonexistent&connect_timeout=2"
 	payloads := []string{"advance", "finish", "pause", "fused", "same", "badstage", "zero", "error", "panic", "badfused"}
-	fn := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fn := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		m.Payload = []byte(payloads[m.ID-1])
 		return byPayloadNoTx(ctx, m)
 	}
@@ -96,7 +96,7 @@ func TestRunOnStatusLine(t *testing.T) {
 		"0 x=0.25 y=0 done",
 		"1 # cannot advance to a: the message is already there (to run it again, pause it)",
 		`1 # cannot advance to "no spaces": not a stage name`,
-		"1 # the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)",
+		"1 # the stage function returned no move (use worker.Advance, Finish, Pause or Fail)",
 		"1 # broken in two lines",
 		"1 # panic: oops",
 		`1 # fused stage "x y" is not a stage name`,
@@ -109,7 +109,7 @@ func TestRunOnStatusLine(t *testing.T) {
 	// that needs the database when it cannot be reached ends Run after
 	// answering.
 	out.Reset()
-	fail := func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+	fail := func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 		return worker.Fail("no good"), nil
 	}
 	if err := worker.Run(context.Background(), fail, f.statusLineOpts(itoa(ids[2])+"\n"+itoa(ids[2])+"\n", &out)); err != nil {
@@ -141,14 +141,14 @@ func TestRunOnStatusLine(t *testing.T) {
 }
 
 // byPayloadNoTx is byPayload without the side effect (there is no Tx).
-func byPayloadNoTx(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func byPayloadNoTx(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	if m.Tx != nil {
-		return worker.Outcome{}, errors.New("a transaction in OnStatusLine mode")
+		return worker.Move{}, errors.New("a transaction in OnStatusLine mode")
 	}
 	switch p := string(m.Payload); p {
 	case "load a":
 		if m.Header("k") != "v" || m.Attempts != 1 || m.CreatedAt.IsZero() {
-			return worker.Outcome{}, fmt.Errorf("loaded %+v", m)
+			return worker.Move{}, fmt.Errorf("loaded %+v", m)
 		}
 		return worker.Finish(), nil
 	case "load b", "load c":
@@ -160,9 +160,9 @@ func byPayloadNoTx(ctx context.Context, m *worker.Message) (worker.Outcome, erro
 	case "pause":
 		return worker.Pause(90 * time.Second), nil
 	case "error":
-		return worker.Outcome{}, errors.New("broken\nin two lines")
+		return worker.Move{}, errors.New("broken\nin two lines")
 	case "zero":
-		return worker.Outcome{}, nil
+		return worker.Move{}, nil
 	case "same":
 		return worker.Advance(m.Stage), nil
 	case "badstage":
@@ -177,7 +177,7 @@ func byPayloadNoTx(ctx context.Context, m *worker.Message) (worker.Outcome, erro
 		m.Fused("x y", time.Second)
 		return worker.Finish(), nil
 	}
-	return worker.Outcome{}, errors.New("unknown payload")
+	return worker.Move{}, errors.New("unknown payload")
 }
 
 // TestOnStatusLineDispatched runs an OnStatusLine stage program (this test

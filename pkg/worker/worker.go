@@ -4,9 +4,9 @@
 // A stage is a Func and a call to Main:
 //
 //	func main() {
-//		worker.Main(func(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+//		worker.Main(func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 //			if _, err := m.Tx.Exec(ctx, "INSERT INTO seen (id) VALUES ($1)", m.ID); err != nil {
-//				return worker.Outcome{}, err
+//				return worker.Move{}, err
 //			}
 //			return worker.Advance("deliver"), nil
 //		})
@@ -25,7 +25,7 @@
 //	worker.Pause(d)        paused; the dispatcher retries it at this stage after d
 //	worker.Fail(reason)    failed, with reason in the row's error column
 //
-// The outcome is applied with the SQL API (pepsi.advance, pepsi.finish,
+// The move is made with the SQL API (pepsi.advance, pepsi.finish,
 // pepsi.pause, pepsi.fail) in the same transaction, which is then committed,
 // and only then is the status line "0" written. If the function returns an
 // error (or panics), the transaction is rolled back, the error is logged to
@@ -48,7 +48,7 @@
 // A stage whose work happens outside the database (a call to another
 // service, a file written) need not pay a commit per message: with
 // MainOnStatusLine (Options.Mode = OnStatusLine) the function runs outside
-// any transaction, m.Tx is nil, and its outcome goes on the status line —
+// any transaction, m.Tx is nil, and its move goes on the status line —
 // "0 next:deliver", "0 done", "0 pause:30" — for the dispatcher to apply
 // in the batched statements it runs anyway. Only m.ID and m.Stage are
 // known up front; m.Load reads the payload and the rest when the stage
@@ -74,7 +74,7 @@ import (
 // Func is a stage: it does the work for one message in m.Tx and says what
 // becomes of the message. A non-nil error rolls the transaction back and
 // fails the message. ctx is cancelled when the program is told to stop.
-type Func func(ctx context.Context, m *Message) (Outcome, error)
+type Func func(ctx context.Context, m *Message) (Move, error)
 
 // Message is the message being processed, read from its locked queue row.
 type Message struct {
@@ -85,9 +85,9 @@ type Message struct {
 	Headers   json.RawMessage // pepsi.message.headers, a JSON object
 	Payload   []byte          // pepsi.message.payload
 	// Tx is the transaction that holds the message's queue row. Do the
-	// stage's work in it: it commits together with the outcome. Do not
+	// stage's work in it: it commits together with the move. Do not
 	// commit or roll it back yourself: a pass whose function did fails,
-	// and its outcome is not applied. Nil in OnStatusLine mode.
+	// and its move is not made. Nil in OnStatusLine mode.
 	Tx pgx.Tx
 
 	fused  []protocol.Fused
@@ -175,21 +175,21 @@ func (m *Message) Fused(stage string, d time.Duration) {
 	m.fused = append(m.fused, protocol.Fused{Stage: stage, Seconds: max(d.Seconds(), 0)})
 }
 
-type outcomeKind int
+type moveKind int
 
 const (
-	none outcomeKind = iota
+	none moveKind = iota
 	advance
 	finish
 	pause
 	fail
 )
 
-// Outcome is what becomes of a message after a successful pass. Build one
-// with Advance, Finish, Pause or Fail; the zero Outcome is an error (the
+// Move is what becomes of a message after a successful pass. Build one
+// with Advance, Finish, Pause or Fail; the zero Move is an error (the
 // function forgot to say).
-type Outcome struct {
-	kind   outcomeKind
+type Move struct {
+	kind   moveKind
 	stage  string
 	delay  time.Duration
 	reason string
@@ -198,21 +198,21 @@ type Outcome struct {
 // Advance moves the message on to stage; it stays running and the
 // dispatcher queues it there. stage must differ from the current one (to
 // run a message at the same stage again, Pause it).
-func Advance(stage string) Outcome { return Outcome{kind: advance, stage: stage} }
+func Advance(stage string) Move { return Move{kind: advance, stage: stage} }
 
 // Finish marks the message done.
-func Finish() Outcome { return Outcome{kind: finish} }
+func Finish() Move { return Move{kind: finish} }
 
 // Pause parks the message; the dispatcher hands it to this stage again
 // once d has passed.
-func Pause(d time.Duration) Outcome { return Outcome{kind: pause, delay: d} }
+func Pause(d time.Duration) Move { return Move{kind: pause, delay: d} }
 
 // Fail marks the message failed (the dead-letter state) with reason in its
 // error column. The pass itself succeeded: the answer is 0.
-func Fail(reason string) Outcome { return Outcome{kind: fail, reason: reason} }
+func Fail(reason string) Move { return Move{kind: fail, reason: reason} }
 
-// String describes the outcome, e.g. "advance to deliver".
-func (o Outcome) String() string {
+// String describes the move, e.g. "advance to deliver".
+func (o Move) String() string {
 	switch o.kind {
 	case advance:
 		return "advance to " + o.stage
@@ -223,11 +223,11 @@ func (o Outcome) String() string {
 	case fail:
 		return fmt.Sprintf("fail (%s)", o.reason)
 	}
-	return "no outcome"
+	return "no move"
 }
 
-// check refuses an outcome that cannot be carried out for m.
-func (o Outcome) check(m *Message) error {
+// check refuses a move that cannot be carried out for m.
+func (o Move) check(m *Message) error {
 	switch o.kind {
 	case advance:
 		if protocol.CheckStage(o.stage) != nil {
@@ -241,7 +241,7 @@ func (o Outcome) check(m *Message) error {
 			return fmt.Errorf("cannot pause for %s: negative delay", o.delay)
 		}
 	case none:
-		return fmt.Errorf("the stage function returned no outcome (use worker.Advance, Finish, Pause or Fail)")
+		return fmt.Errorf("the stage function returned no move (use worker.Advance, Finish, Pause or Fail)")
 	}
 	return nil
 }
@@ -249,10 +249,10 @@ func (o Outcome) check(m *Message) error {
 // maxPause is the longest pause a status line carries, in seconds.
 const maxPause = 1e9
 
-// answer is the status line that carries the outcome, for the dispatcher
+// answer is the status line that carries the move, for the dispatcher
 // to apply (OnStatusLine). A Fail is carried out at once, with pepsi.fail
 // outside any transaction, and answered with a plain 0.
-func (o Outcome) answer(ctx context.Context, m *Message) (protocol.Status, error) {
+func (o Move) answer(ctx context.Context, m *Message) (protocol.Status, error) {
 	if err := o.check(m); err != nil {
 		return protocol.Status{}, err
 	}
@@ -275,11 +275,11 @@ func (o Outcome) answer(ctx context.Context, m *Message) (protocol.Status, error
 	return protocol.Status{}, err
 }
 
-// statement is the SQL API call that carries the outcome out in the pass's
+// statement is the SQL API call that carries the move out in the pass's
 // transaction. pkg/worker is a client of the SQL API like a stage in any
 // other language: these are the stage-side calls, not the dispatcher's DAO
 // (pkg/queue).
-func (o Outcome) statement(m *Message) (string, []any) {
+func (o Move) statement(m *Message) (string, []any) {
 	switch o.kind {
 	case advance:
 		return "SELECT pepsi.advance($1, $2)", []any{m.ID, o.stage}

@@ -36,7 +36,7 @@ type order struct {
 }
 
 // parse: payload → demo.orders; malformed → failed.
-func parse(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func parse(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	var o order
 	if err := json.Unmarshal(m.Payload, &o); err != nil {
 		return worker.Fail("parse: " + err.Error()), nil
@@ -51,13 +51,13 @@ func parse(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 		       amount = EXCLUDED.amount, items = EXCLUDED.items`,
 		m.ID, o.Order, o.Customer, o.Amount, o.Items)
 	if err != nil {
-		return worker.Outcome{}, err
+		return worker.Move{}, err
 	}
 	return worker.Advance("enrich"), nil
 }
 
 // enrich: customer → tier, region and the price after the tier's discount.
-func enrich(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func enrich(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	tag, err := m.Tx.Exec(ctx, `
 		UPDATE demo.orders o
 		   SET tier = c.tier, region = c.region,
@@ -65,7 +65,7 @@ func enrich(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 		  FROM demo.customer c
 		 WHERE o.id = $1 AND c.id = o.customer`, m.ID)
 	if err != nil {
-		return worker.Outcome{}, err
+		return worker.Move{}, err
 	}
 	if tag.RowsAffected() == 0 {
 		var customer string
@@ -79,9 +79,9 @@ func enrich(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 const deliverTries = 3
 
 // deliver: "send" the order; a refusal pauses it for a retry.
-func deliver(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func deliver(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	if _, err := m.Tx.Exec(ctx, "UPDATE demo.orders SET tries = tries + 1 WHERE id = $1", m.ID); err != nil {
-		return worker.Outcome{}, err
+		return worker.Move{}, err
 	}
 	if refused(m.ID, m.Attempts) {
 		if m.Attempts >= deliverTries {
@@ -90,7 +90,7 @@ func deliver(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
 		return worker.Pause(time.Duration(m.Attempts) * time.Second), nil
 	}
 	if _, err := m.Tx.Exec(ctx, "UPDATE demo.orders SET delivered_at = now() WHERE id = $1", m.ID); err != nil {
-		return worker.Outcome{}, err
+		return worker.Move{}, err
 	}
 	return worker.Finish(), nil
 }

@@ -30,12 +30,12 @@ import (
 
 var next = flag.String("next", "", "advance messages to `STAGE` (default: finish them)")
 
-func stage(ctx context.Context, m *worker.Message) (worker.Outcome, error) {
+func stage(ctx context.Context, m *worker.Message) (worker.Move, error) {
 	_, err := m.Tx.Exec(ctx,
 		"UPDATE pepsi.message SET headers = headers || jsonb_build_object($2::text, 'go') WHERE id = $1",
 		m.ID, m.Stage)
 	if err != nil {
-		return worker.Outcome{}, err // rolled back; the message fails with this error
+		return worker.Move{}, err // rolled back; the message fails with this error
 	}
 	switch {
 	case len(m.Payload) == 0:
