@@ -103,6 +103,11 @@ func (p *process) write() {
 
 // signal sends sig to the program's process group.
 func (p *process) signal(sig syscall.Signal) {
+	if p.pid <= 1 {
+		// Never a process of ours: kill(-1) would signal every process
+		// there is, kill(-0) our own group.
+		return
+	}
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		_ = p.cmd.Process.Signal(sig)
 	}

@@ -1,0 +1,443 @@
+package dispatch
+
+// Database-free tests of the loop's pure parts: a change to how capacity,
+// statistics, deadlines or a job's result are worked out fails here in
+// milliseconds. The dispatcher is made with New and never run; its
+// workers are fakes whose feed is a channel the test reads.
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// unitConf is a two-stage configuration for the database-free tests.
+const unitConf = `[database]
+DSN = postgres:///nowhere
+
+[pepsi-dispatch]
+STATS_INTERVAL = 10
+ORPHAN_SWEEP = 60
+RETENTION = 0
+MAX_RUNTIME = 30
+WORKER_IDLE_TIMEOUT = 120
+SHUTDOWN_GRACE = 4
+RECONNECT_MIN = 1
+RECONNECT_MAX = 8
+
+[stage-a]
+PROGRAM = /bin/true
+PARALLELISM = 2
+QUEUE_LIMIT = 4
+
+[stage-b]
+PROGRAM = /bin/true
+PARALLELISM = 1
+QUEUE_LIMIT = 2
+MAX_MESSAGES = 3
+`
+
+// unit is a dispatcher that is never run, its clock and its log.
+type unit struct {
+	*Dispatcher
+	t   *testing.T
+	at  time.Time
+	log *syncBuffer
+}
+
+func newUnit(t *testing.T) *unit {
+	t.Helper()
+	cfg, err := config.Parse("unit.conf", []byte(unitConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unit{t: t, at: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), log: &syncBuffer{}}
+	d, err := New(Options{Config: cfg, Log: slog.New(slog.NewTextHandler(u.log, nil)), Now: func() time.Time { return u.at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Dispatcher = d
+	u.lastFlush, u.nextOrphans, u.nextExpire = u.at, u.at.Add(time.Minute), u.at.Add(time.Hour)
+	u.workerDue = u.at.Add(time.Hour) // as watch leaves it with no worker
+	return u
+}
+
+// worker adds a fake worker to stage's pool, holding the ids given.
+func (u *unit) worker(stage string, ids ...int64) *worker {
+	p := u.byName[stage]
+	u.seq++
+	// pid 0: signal sends nothing (a real pid's group would get it).
+	w := &worker{seq: u.seq, pool: p, proc: &process{feed: make(chan []byte, 16)}, idleAt: u.at}
+	for _, id := range ids {
+		w.hand(id, u.at)
+	}
+	w.buf = nil
+	p.workers = append(p.workers, w)
+	return w
+}
+
+// fed returns what w was written since the last call.
+func fed(w *worker) string {
+	var b strings.Builder
+	for {
+		select {
+		case buf := <-w.proc.feed:
+			b.Write(buf)
+		default:
+			return b.String()
+		}
+	}
+}
+
+func TestPoolCapacity(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(u *unit)
+		stage string
+		want  int
+	}{
+		{"no workers: every worker it may start", func(*unit) {}, "a", 8},
+		{"MAX_MESSAGES caps a worker yet to start", func(*unit) {}, "b", 2},
+		{"one worker with one in flight", func(u *unit) { u.worker("a", 1) }, "a", 3 + 4},
+		{"both workers full", func(u *unit) { u.worker("a", 1, 2, 3, 4); u.worker("a", 5, 6, 7, 8) }, "a", 0},
+		{"a stopping worker frees its slot", func(u *unit) {
+			u.worker("a", 1).stopping = true
+			u.worker("a", 2, 3)
+		}, "a", 2 + 4},
+		{"a draining worker takes nothing", func(u *unit) { u.worker("a").draining = true }, "a", 4},
+		{"MAX_MESSAGES left bounds a worker", func(u *unit) {
+			w := u.worker("b", 1)
+			w.handed = 2 // one more in its life, one slot free
+		}, "b", 1},
+		{"cooling down", func(u *unit) { u.byName["a"].coolUntil = u.at.Add(time.Second) }, "a", 0},
+	} {
+		u := newUnit(t)
+		c.setup(u)
+		if got := u.byName[c.stage].capacity(u.at); got != c.want {
+			t.Errorf("%s: capacity %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestTallySettled(t *testing.T) {
+	run := func(before, after queue.Status, stage string) queue.Settled {
+		return queue.Settled{ID: 1, Before: before, After: after, Stage: stage, Handed: "a"}
+	}
+	for _, c := range []struct {
+		name string
+		s    queue.Settled
+		want queue.DispatchStats
+	}{
+		{"advanced by the stage: requeued", run(queue.Running, queue.Pending, "b"), queue.DispatchStats{Requeued: 1}},
+		{"not run: reset", run(queue.Running, queue.Pending, "a"), queue.DispatchStats{Reset: 1}},
+		{"failed by the dispatcher", run(queue.Running, queue.Failed, "a"), queue.DispatchStats{Failed: 1}},
+		{"paused for a retry", run(queue.Running, queue.Paused, "a"), queue.DispatchStats{Paused: 1}},
+		{"finished on the status line", run(queue.Running, queue.Done, "a"), queue.DispatchStats{Done: 1}},
+		{"finished by the stage", run(queue.Done, queue.Done, "a"), queue.DispatchStats{Done: 1}},
+		{"failed by the stage", run(queue.Failed, queue.Failed, "a"), queue.DispatchStats{Failed: 1}},
+		{"paused by the stage", run(queue.Paused, queue.Paused, "a"), queue.DispatchStats{Paused: 1}},
+		{"pending by hand: not ours to count", run(queue.Pending, queue.Pending, "b"), queue.DispatchStats{}},
+	} {
+		var tl tally
+		tl.settled(&c.s)
+		if tl.global != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, tl.global, c.want)
+		}
+	}
+}
+
+func TestTallyTakeRestore(t *testing.T) {
+	var tl tally
+	tl.answered("a", true, 2*time.Second, nil)
+	tl.answered("a", false, time.Second, nil)
+	tl.global.Claimed = 2
+	stages, g := tl.take(nil)
+	if tl.dirty || !tl.global.IsZero() || len(stages) != 1 || stages[0].Processed != 1 || stages[0].Failed != 1 || g.Claimed != 2 {
+		t.Fatalf("take: %+v %+v, left %+v", stages, g, tl)
+	}
+	if again, _ := tl.take(nil); len(again) != 0 {
+		t.Fatalf("a second take found %+v", again)
+	}
+	tl.answered("a", true, time.Second, nil) // counted while the write ran
+	tl.restore(stages, g)
+	stages, g = tl.take(nil)
+	if len(stages) != 1 || stages[0].Processed != 2 || stages[0].Failed != 1 || stages[0].BusySeconds != 4 || g.Claimed != 2 || g.StagePasses != 3 {
+		t.Fatalf("after restore: %+v %+v", stages, g)
+	}
+}
+
+func TestNextDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(u *unit)
+		want  time.Duration // from now
+	}{
+		{"nothing to do: the statistics interval", func(*unit) {}, 10 * time.Second},
+		{"verdicts and an idle settle lane: now", func(u *unit) {
+			u.settles = append(u.settles, queue.Settle{ID: 1})
+		}, 0},
+		{"verdicts while a settle runs: its result wakes the loop", func(u *unit) {
+			u.settles = append(u.settles, queue.Settle{ID: 1})
+			u.settler.job = &u.settler.buf
+		}, 10 * time.Second},
+		{"after a database error: the retry", func(u *unit) {
+			u.retryAt = u.at.Add(3 * time.Second)
+			u.settles = append(u.settles, queue.Settle{ID: 1})
+		}, 3 * time.Second},
+		{"a poll due", func(u *unit) { u.waker.pollAt = u.at.Add(time.Millisecond) }, time.Millisecond},
+		{"a poll, while a claim runs: its result", func(u *unit) {
+			u.waker.pollAt = u.at.Add(time.Millisecond)
+			u.claimer.job = &u.claimer.buf
+		}, 10 * time.Second},
+		{"without the lock: no claim", func(u *unit) {
+			u.lockless = true
+			u.waker.pollAt = u.at.Add(time.Millisecond)
+		}, 10 * time.Second},
+		{"statistics to write while idle", func(u *unit) {
+			u.tally.dirty = true
+			u.lastFlush = u.at.Add(-300 * time.Millisecond)
+		}, 700 * time.Millisecond},
+		{"statistics to write while a chore runs: its result", func(u *unit) {
+			u.tally.dirty = true
+			u.lastFlush = u.at.Add(-300 * time.Millisecond)
+			u.chores.job = &u.chores.buf
+		}, 10 * time.Second},
+		{"the orphan sweep after a reconnect", func(u *unit) { u.orphansNow = true }, 0},
+		{"the orphan sweep waits for the claim", func(u *unit) {
+			u.orphansNow = true
+			u.claimer.job = &u.claimer.buf
+		}, 10 * time.Second},
+		{"a worker's MAX_RUNTIME", func(u *unit) { u.workerDue = u.at.Add(2 * time.Second) }, 2 * time.Second},
+		{"stopping: give up at stopBy", func(u *unit) {
+			u.worker("a", 1)
+			u.beginStop()
+			u.workerDue = u.at.Add(time.Hour) // the kill is at SHUTDOWN_GRACE, before stopBy
+		}, 4*time.Second + stopSlack},
+		{"a paused row falls due", func(u *unit) { u.nextPaused = u.at.Add(5 * time.Second) }, 5 * time.Second},
+	} {
+		u := newUnit(t)
+		c.setup(u)
+		if got := u.nextDeadline(u.at).Sub(u.at); got != c.want {
+			t.Errorf("%s: next deadline in %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// claimed is a claim job's result for the unit's dispatcher: caps asked
+// and ids got per stage.
+func (u *unit) claimJob(caps map[string]int, got map[string][]int64) *job {
+	j := &u.claimer.buf
+	j.turn = queue.Turn{}
+	j.res = queue.TurnResult{}
+	for _, p := range u.pools {
+		if c, ok := caps[p.cfg.Name]; ok {
+			j.turn.Caps = append(j.turn.Caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
+		}
+	}
+	for stage, ids := range got {
+		for _, id := range ids {
+			j.res.Claimed = append(j.res.Claimed, queue.Claimed{ID: id, Stage: stage})
+		}
+	}
+	j.gen, j.marks = u.wakeGen, u.marks
+	u.claimer.job = j
+	return j
+}
+
+func TestFinishClaimMore(t *testing.T) {
+	u := newUnit(t)
+	u.worker("a")
+	u.worker("b")
+	// a filled its cap: it may have more; b did not.
+	u.finishJob(u.claimJob(map[string]int{"a": 2, "b": 2}, map[string][]int64{"a": {1, 2}, "b": {3}}), u.at)
+	if !u.byName["a"].more || u.byName["b"].more {
+		t.Errorf("more: a %v b %v, want a only", u.byName["a"].more, u.byName["b"].more)
+	}
+	// A settle made rows pending at b while the next claim ran.
+	j := u.claimJob(map[string]int{"b": 1}, nil)
+	u.markMore(u.byName["b"])
+	u.finishJob(j, u.at)
+	if !u.byName["b"].more {
+		t.Error("a settle's pending rows during the claim were forgotten")
+	}
+	// A wake during the claim keeps every stage claimed for worth another.
+	j = u.claimJob(map[string]int{"b": 1}, nil)
+	u.woken()
+	u.finishJob(j, u.at)
+	if !u.byName["b"].more {
+		t.Error("a wake during the claim was forgotten")
+	}
+	u.finishJob(u.claimJob(map[string]int{"b": 1}, nil), u.at)
+	if u.byName["b"].more {
+		t.Error("an empty claim left b worth another")
+	}
+	if u.tally.global.Claimed != 3 {
+		t.Errorf("claimed %d, want 3", u.tally.global.Claimed)
+	}
+}
+
+func TestFinishClaimHandOut(t *testing.T) {
+	u := newUnit(t)
+	wa := u.worker("a")
+	wb := u.worker("b")
+	u.finishJob(u.claimJob(map[string]int{"a": 4, "b": 2}, map[string][]int64{"a": {12, 10, 11}, "b": {20}, "gone": {30}}), u.at)
+	if got := fed(wa); got != "10\n11\n12\n" {
+		t.Errorf("a was fed %q, want ids in order", got)
+	}
+	if got := fed(wb); got != "20\n" {
+		t.Errorf("b was fed %q", got)
+	}
+	// A stage no pool has (changed by hand while the claim ran) goes back.
+	if len(u.settles) != 1 || u.settles[0].ID != 30 || u.settles[0].Verdict != queue.NotRun {
+		t.Errorf("settles %+v, want 30 not run", u.settles)
+	}
+	if u.workerDue != u.at.Add(u.cfg.Dispatch.MaxRuntime) {
+		t.Errorf("worker deadline %s, want MAX_RUNTIME from now", u.workerDue.Sub(u.at))
+	}
+
+	// Claimed as a stop began: not handed out.
+	u.settles = u.settles[:0]
+	u.stopping = true
+	u.finishJob(u.claimJob(map[string]int{"a": 1}, map[string][]int64{"a": {13}}), u.at)
+	if got := fed(wa); got != "" || len(u.settles) != 1 || u.settles[0].Verdict != queue.NotRun {
+		t.Errorf("while stopping: fed %q, settles %+v", got, u.settles)
+	}
+}
+
+func TestFinishClaimFailed(t *testing.T) {
+	u := newUnit(t)
+	u.waker.start(u.at) // the first turn writes the flag off
+	u.checkPause = true
+	u.startClaim(u.at) // not sent: the lane is not running, but its channel holds one
+	j := u.claimer.job
+	if j == nil || !j.turn.Resume || j.turn.Arm != queue.ArmOff || u.checkPause {
+		t.Fatalf("claim not started as expected: %+v", j)
+	}
+	<-u.claimer.jobs
+	j.err = errors.New("connection refused")
+	u.finishJob(j, u.at)
+	if !u.checkPause || u.waker.write != queue.ArmOff {
+		t.Errorf("a failed claim lost its resume (%v) or its flag write (%v)", u.checkPause, u.waker.write)
+	}
+	if !u.retryAt.After(u.at) || u.retryAt.After(u.at.Add(u.cfg.Dispatch.ReconnectMin)) {
+		t.Errorf("retry in %s, want within RECONNECT_MIN", u.retryAt.Sub(u.at))
+	}
+	if !strings.Contains(u.log.String(), "database: claim failed; retrying") {
+		t.Errorf("log: %s", u.log)
+	}
+}
+
+func TestFinishSettle(t *testing.T) {
+	u := newUnit(t)
+	u.settles = []queue.Settle{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	u.startSettle()
+	j := <-u.settler.jobs
+	due := u.at.Add(time.Minute)
+	j.res.Settled = []queue.Settled{
+		{ID: 1, Before: queue.Running, After: queue.Pending, Stage: "b", Handed: "a"},
+		{ID: 2, Before: queue.Running, After: queue.Paused, Stage: "a", Handed: "a", Timeout: due},
+		{ID: 3, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "a"},
+		{ID: 4, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "b"},
+	}
+	u.byName["b"].more = false
+	u.finishJob(j, u.at)
+	if !u.byName["b"].more || u.byName["b"].marked == 0 {
+		t.Error("b got a pending row and is not worth a claim")
+	}
+	if !u.nextPaused.Equal(due) {
+		t.Errorf("next paused %s, want %s", u.nextPaused, due)
+	}
+	if n := strings.Count(u.log.String(), "moved to a stage no [stage-NAME] section configures"); n != 1 {
+		t.Errorf("%d warnings for the unconfigured stage, want 1:\n%s", n, u.log)
+	}
+	if u.tally.global.Requeued != 3 || u.tally.global.Paused != 1 {
+		t.Errorf("tally %+v", u.tally.global)
+	}
+
+	// A failed settle keeps its verdicts, ahead of the newer ones.
+	u.settles = []queue.Settle{{ID: 5}}
+	u.startSettle()
+	j = <-u.settler.jobs
+	u.settles = append(u.settles, queue.Settle{ID: 6})
+	j.err = errors.New("timeout")
+	u.finishJob(j, u.at)
+	if len(u.settles) != 2 || u.settles[0].ID != 5 || u.settles[1].ID != 6 {
+		t.Errorf("after a failed settle: %+v", u.settles)
+	}
+}
+
+func TestFinishChore(t *testing.T) {
+	u := newUnit(t)
+	u.tally.answered("a", true, time.Second, nil)
+	u.orphansNow = true
+	u.lastFlush = u.at.Add(-time.Minute)
+	u.startChore(u.at)
+	j := <-u.chores.jobs
+	c := &j.chore
+	if c.want != stepOrphans|stepFlush || c.age != 0 || u.tally.dirty {
+		t.Fatalf("chore %+v, tally dirty %v", c, u.tally.dirty)
+	}
+	if u.startClaim(u.at); u.claimer.job != nil {
+		t.Fatal("a claim started during the orphan sweep")
+	}
+	// The sweep ran, the write failed: the deltas come back.
+	c.did, c.reset = stepOrphans, 2
+	j.err = errors.New("lock timeout")
+	u.finishJob(j, u.at)
+	if u.orphansNow || u.tally.global.Orphans != 2 || u.tally.stage("a").Processed != 1 || !u.tally.dirty {
+		t.Errorf("after the chore: orphansNow %v, tally %+v %+v", u.orphansNow, u.tally.global, *u.tally.stage("a"))
+	}
+	if !strings.Contains(u.log.String(), "database: writing statistics failed") || !u.retryAt.After(u.at) {
+		t.Errorf("no retry of the write: %s", u.log)
+	}
+}
+
+func TestStopWrapUp(t *testing.T) {
+	u := newUnit(t)
+	w := u.worker("a", 1)
+	u.beginStop()
+	if !w.stopping || u.stopped(u.at) {
+		t.Fatal("stopped with a worker running")
+	}
+	u.exited(w, nil)
+	if u.stopped(u.at) || u.readyToWrapUp() {
+		t.Fatal("wrapping up with a verdict unsettled")
+	}
+	u.startJobs(u.at)
+	j := <-u.settler.jobs
+	if u.readyToWrapUp() {
+		t.Fatal("wrapping up while a settle runs")
+	}
+	u.finishJob(j, u.at)
+	u.tally.dirty = true
+	u.startJobs(u.at)
+	j = <-u.chores.jobs
+	if !j.chore.final || j.chore.want != stepFlush|stepDisarm {
+		t.Fatalf("last chore %+v", j.chore)
+	}
+	if u.stopped(u.at) {
+		t.Fatal("stopped before the last chore")
+	}
+	j.chore.did = j.chore.want
+	u.finishJob(j, u.at)
+	if !u.stopped(u.at) {
+		t.Fatal("not stopped after the last chore")
+	}
+
+	// A database that never answers: given up on at stopBy.
+	u = newUnit(t)
+	u.settles = []queue.Settle{{ID: 1}}
+	u.beginStop()
+	u.startJobs(u.at)
+	if u.stopped(u.stopBy.Add(-time.Millisecond)) || !u.stopped(u.stopBy) {
+		t.Error("not given up on exactly at stopBy")
+	}
+	if u.finish(nil); !strings.Contains(u.log.String(), "giving up: the database did not answer in time") {
+		t.Errorf("log: %s", u.log)
+	}
+}
