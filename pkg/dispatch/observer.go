@@ -23,7 +23,8 @@ const (
 )
 
 // Observer hears what the dispatcher does, for metrics. Its methods are
-// called from the dispatcher's loop and must return quickly.
+// called from the dispatcher's loop, except StderrDropped, and must return
+// quickly.
 type Observer interface {
 	// Handed: a message was handed to a worker of stage after waiting
 	// pending for waited.
@@ -44,6 +45,11 @@ type Observer interface {
 	OrphansRescued(n int64)
 	// Health: whether this dispatcher holds the lock and its listener is connected.
 	Health(ok bool)
+	// StderrDropped: a worker of stage wrote lines to stderr faster than
+	// the log relays them (lines, dropped whole) or longer than a relayed
+	// line may be (bytes, cut off their ends). It is called from the
+	// worker's stderr goroutine, concurrently with the other methods.
+	StderrDropped(stage string, lines, bytes int64)
 }
 
 // The connections Reconnect names.
@@ -63,6 +69,7 @@ func (nopObserver) Pool(string, int, int)                {}
 func (nopObserver) Reconnect(string, string)             {}
 func (nopObserver) OrphansRescued(int64)                 {}
 func (nopObserver) Health(bool)                          {}
+func (nopObserver) StderrDropped(string, int64, int64)   {}
 
 // reason names the kind of a connection failure for Observer.Reconnect.
 func reason(err error) string {

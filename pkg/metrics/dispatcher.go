@@ -51,6 +51,8 @@ type Dispatcher struct {
 	inflight      *prometheus.GaugeVec
 	starts        *prometheus.CounterVec
 	startFailures *prometheus.CounterVec
+	stderrLines   *prometheus.CounterVec
+	stderrBytes   *prometheus.CounterVec
 	reconnects    *prometheus.CounterVec
 	orphans       prometheus.Counter
 	health        prometheus.Gauge
@@ -74,6 +76,8 @@ type stageSeries struct {
 	inflight      prometheus.Gauge
 	starts        prometheus.Counter
 	startFailures prometheus.Counter
+	stderrLines   prometheus.Counter
+	stderrBytes   prometheus.Counter
 }
 
 var _ dispatch.Observer = (*Dispatcher)(nil)
@@ -123,6 +127,14 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 			Name: "pepsi_worker_start_failures_total",
 			Help: "Times the stage's PROGRAM could not be started.",
 		}, stage),
+		stderrLines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pepsi_worker_stderr_dropped_lines_total",
+			Help: "Lines the stage's workers wrote to stderr that were not logged: over the rate at which a worker's stderr is relayed.",
+		}, stage),
+		stderrBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pepsi_worker_stderr_cut_bytes_total",
+			Help: "Bytes cut off the ends of the stage's workers' stderr lines that were longer than a logged line may be.",
+		}, stage),
 		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pepsi_listener_reconnects_total",
 			Help: "Database connection failures the dispatcher recovered from, by connection (listener: the lock and LISTEN session, re-made; queue: a queue statement, retried after a backoff) and reason.",
@@ -142,7 +154,7 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 		m.known[s] = m.newSeries(s)
 	}
 	m.reg.MustRegister(m.handed, m.latency, m.results, m.busy, m.workers, m.inflight,
-		m.starts, m.startFailures, m.reconnects, m.orphans, m.health,
+		m.starts, m.startFailures, m.stderrLines, m.stderrBytes, m.reconnects, m.orphans, m.health,
 		buildInfo(opts.Version),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -177,6 +189,8 @@ func (m *Dispatcher) newSeries(stage string) *stageSeries {
 		inflight:      m.inflight.WithLabelValues(stage),
 		starts:        m.starts.WithLabelValues(stage),
 		startFailures: m.startFailures.WithLabelValues(stage),
+		stderrLines:   m.stderrLines.WithLabelValues(stage),
+		stderrBytes:   m.stderrBytes.WithLabelValues(stage),
 	}
 	for _, r := range results {
 		s.results[r] = m.results.WithLabelValues(stage, string(r))
@@ -252,6 +266,17 @@ func (m *Dispatcher) Pool(stage string, workers, inflight int) {
 // Reconnect implements dispatch.Observer.
 func (m *Dispatcher) Reconnect(conn, reason string) {
 	m.reconnects.WithLabelValues(conn, reason).Inc()
+}
+
+// StderrDropped implements dispatch.Observer.
+func (m *Dispatcher) StderrDropped(stage string, lines, bytes int64) {
+	s := m.series(stage)
+	if lines > 0 {
+		s.stderrLines.Add(float64(lines))
+	}
+	if bytes > 0 {
+		s.stderrBytes.Add(float64(bytes))
+	}
 }
 
 // OrphansRescued implements dispatch.Observer.

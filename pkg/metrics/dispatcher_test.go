@@ -66,7 +66,9 @@ PROGRAM = /nonexistent/stage
 	// dispatcher (an orphan); one pass per way a pass can end, and one
 	// that reports a fused stage nobody configured; one for a stage whose
 	// program cannot start.
-	work, err := db.EnqueueBulk(ctx(t), queue.Bulk{Stage: "work", Payloads: make([][]byte, 20)})
+	payloads := make([][]byte, 20)
+	payloads[1] = []byte("work=stderr:1x10000") // a stderr line cut to 4 KiB
+	work, err := db.EnqueueBulk(ctx(t), queue.Bulk{Stage: "work", Payloads: payloads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +110,8 @@ PROGRAM = /nonexistent/stage
 		{"pepsi_stage_results_total", []string{"stage", "broken", "result", "protocol"}, 0},
 		{"pepsi_worker_start_failures_total", []string{"stage", "broken"}, 0},
 		{"pepsi_workers", []string{"stage", "faults"}, 0},
+		{"pepsi_worker_stderr_dropped_lines_total", []string{"stage", "work"}, 0},
+		{"pepsi_worker_stderr_cut_bytes_total", []string{"stage", "faults"}, 0},
 		{"pepsi_orphans_rescued_total", nil, 0},
 		{"pepsi_dispatcher_healthy", nil, 0},
 		{"pepsi_build_info", []string{"version", "test"}, 1},
@@ -171,7 +175,8 @@ PROGRAM = /nonexistent/stage
 		}
 		return f.value("pepsi_inflight", "stage", "work") == 0 && f.value("pepsi_inflight", "stage", "faults") == 0 &&
 			f.value("pepsi_worker_start_failures_total", "stage", "broken") >= 1 &&
-			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1
+			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1 &&
+			f.value("pepsi_worker_stderr_cut_bytes_total", "stage", "work") == 10000-4096
 	}, logs)
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz while running: %d %q, want 200", code, body)
@@ -186,6 +191,7 @@ PROGRAM = /nonexistent/stage
 		{"pepsi_dispatch_total", []string{"stage", "broken"}, 0},
 		{"pepsi_stage_results_total", []string{"stage", "work", "result", "ok"}, 20},
 		{"pepsi_stage_results_total", []string{"stage", "work", "result", "failed"}, 0},
+		{"pepsi_worker_stderr_dropped_lines_total", []string{"stage", "work"}, 0},
 		{"pepsi_stage_results_total", []string{"stage", "faults", "result", "ok"}, 1},
 		{"pepsi_stage_results_total", []string{"stage", "faults", "result", "failed"}, 1},
 		{"pepsi_stage_results_total", []string{"stage", "faults", "result", "timeout"}, 1},
