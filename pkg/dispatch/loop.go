@@ -46,7 +46,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			d.lockless = true
 			d.log.Error("listener connection failed; reconnecting", "err", err)
 			d.obs.Health(false)
-			d.obs.Reconnect(ConnListener, reason(err))
+			d.obs.ListenerReconnect(reason(err))
 			d.goBackground(func() { d.relisten(lctx) })
 		case lis := <-d.relisen:
 			_ = d.lis.Close(ctx)
@@ -129,7 +129,7 @@ func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	wait := jitter(d.backoff)
 	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 	d.retryAt = now.Add(wait)
-	d.obs.Reconnect(ConnQueue, reason(err))
+	d.obs.QueueRetry(reason(err))
 	if queue.IsReadOnly(err) {
 		// A demoted primary: drop every connection so that the next ones
 		// find the new primary.

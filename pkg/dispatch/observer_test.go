@@ -40,7 +40,8 @@ func (r *recorder) Pool(stage string, workers, inflight int) {
 	r.inflight = max(r.inflight, inflight)
 	r.mu.Unlock()
 }
-func (r *recorder) Reconnect(string, string) {}
+func (r *recorder) ListenerReconnect(string) {}
+func (r *recorder) QueueRetry(string)        {}
 func (r *recorder) OrphansRescued(int64)     {}
 func (r *recorder) Health(ok bool)           { r.mu.Lock(); r.healthy = ok; r.mu.Unlock() }
 func (r *recorder) StderrDropped(_ string, lines, bytes int64) {
