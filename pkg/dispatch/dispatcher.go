@@ -185,10 +185,13 @@ func (d *Dispatcher) start(ctx context.Context) error {
 		return err
 	}
 	d.lis = lis
+	if err := d.checkLimits(ctx, lis); err != nil {
+		return err
+	}
 	if err := d.lock(ctx, lis); err != nil {
 		return err
 	}
-	maxConns := int32(5) // the two lanes, the loop's sweeps and flushes, the vacuum sweep, one spare
+	maxConns := int32(poolConns)
 	if d.db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
 		return err
 	}
