@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,29 @@ func TestDispatchBinary(t *testing.T) {
 	r.wantCode(t, 2)
 	r.wantOneError(t, "pepsi dispatch: "+noStages+": no [stage-NAME] sections: nothing to dispatch")
 	_ = conf
+}
+
+// TestDispatchConnectionLimit: a PARALLELISM the server's max_connections
+// cannot serve is a configuration error (exit 2) at start, before a worker
+// starts or a message is claimed.
+func TestDispatchConnectionLimit(t *testing.T) {
+	db, dsn := pgtest.New(t)
+	maxConns := queryInt(t, dsn, "SELECT current_setting('max_connections')::int")
+	su := queryInt(t, dsn, "SELECT current_setting('superuser_reserved_connections')::int")
+	reserved := queryInt(t, dsn, "SELECT coalesce(current_setting('reserved_connections', true)::int, 0)")
+	conf := env(t, dsn, "[stage-work]\nPROGRAM = /bin/true\nPARALLELISM = 100000\n\n[stage-next]\nPROGRAM = /bin/true\n")
+	ids, err := db.EnqueueBulk(context.Background(), queue.Bulk{Stage: "work", Payloads: make([][]byte, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := pepsi(t, "", "dispatch")
+	r.wantCode(t, 2)
+	r.wantOneError(t, fmt.Sprintf("pepsi dispatch: %s: PARALLELISM allows 100004 workers ([stage-work] 100000, [stage-next] 4), "+
+		"a database connection each, and the dispatcher opens 6 of its own: 100010 connections, more than the server allows (%d: max_connections %d - superuser_reserved_connections %d",
+		conf, maxConns-su-reserved, maxConns, su))
+	if st := queryInt(t, dsn, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND status = 'pending'", ids[0]); st != 1 {
+		t.Errorf("the message is no longer pending")
+	}
 }
 
 // waitFor polls cond until it holds, failing t after a minute.

@@ -39,7 +39,7 @@ func enqueueCommand() *cli.Command {
 			&cli.GenericFlag{Name: "header", Value: headers, Usage: "give every message the header `KEY=VALUE` (repeatable; short: -H)"},
 			&cli.GenericFlag{Name: "H", Value: headers, Hidden: true},
 			&cli.BoolFlag{Name: "lines", Aliases: []string{"l"}, DisableDefaultText: true, Usage: "one message per input line; empty lines are skipped"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, DisableDefaultText: true, Usage: "print only \"enqueued N messages\", not the ids"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, DisableDefaultText: true, Usage: "print only \"enqueued N messages\" (or \"1 message\"), not the ids"},
 		},
 		Action: enqueue,
 	}
@@ -102,7 +102,7 @@ func enqueue(c *cli.Context) error {
 
 	out := bufio.NewWriterSize(c.App.Writer, 64<<10)
 	if c.Bool("quiet") {
-		fmt.Fprintf(out, "enqueued %d messages\n", len(ids))
+		fmt.Fprintf(out, "enqueued %s\n", plural(int64(len(ids)), "message"))
 	} else {
 		var b []byte
 		for _, id := range ids {

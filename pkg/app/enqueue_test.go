@@ -211,6 +211,12 @@ func TestEnqueueQuiet(t *testing.T) {
 	if r.stdout != "enqueued 3 messages\n" || r.stderr != "" {
 		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
+	// One message is "1 message".
+	r = pepsi(t, "1\n", "enqueue", "--quiet", "--lines", "--stage", "parse")
+	r.wantCode(t, 0)
+	if r.stdout != "enqueued 1 message\n" || r.stderr != "" {
+		t.Errorf("one message: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
 }
 
 // TestEnqueueNothing: bad input inserts nothing and says which file.

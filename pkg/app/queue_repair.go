@@ -187,7 +187,7 @@ func progress(c *cli.Context, fn *func(int64)) (done func()) {
 	shown := false
 	*fn = func(n int64) {
 		shown = true
-		fmt.Fprintf(c.App.ErrWriter, "\r%s: %d messages", name, n)
+		fmt.Fprintf(c.App.ErrWriter, "\r%s: %s", name, plural(n, "message"))
 	}
 	return func() {
 		if shown {

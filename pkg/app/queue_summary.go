@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -15,6 +16,7 @@ func queueSummaryCommand() *cli.Command {
 		Usage: "count the messages per stage and status (the default)",
 		Description: "Prints a table of the messages per stage and status, with each stage's\n" +
 			"total and how long its oldest pending message has waited, a line of totals,\n" +
+			"a line for each stage with waiting messages that the configuration lacks,\n" +
 			"and whether a dispatcher is running.",
 		Action: queueSummary,
 	}
@@ -27,7 +29,7 @@ func queueSummary(c *cli.Context) error {
 	if c.Args().Present() {
 		return usage("unexpected argument %q", c.Args().First())
 	}
-	db, _, err := openQueue(c)
+	db, cfg, err := openQueue(c)
 	if err != nil {
 		return err
 	}
@@ -97,10 +99,49 @@ func queueSummary(c *cli.Context) error {
 	if err := printTable(c.App.Writer, header, rows); err != nil {
 		return err
 	}
+	for _, l := range unconfigured(cfg, counts) {
+		if _, err := fmt.Fprintln(c.App.Writer, l); err != nil {
+			return err
+		}
+	}
 	if d == nil {
 		_, err = fmt.Fprintln(c.App.Writer, "dispatcher: not running")
 	} else {
 		_, err = fmt.Fprintf(c.App.Writer, "dispatcher: running (%s)\n", d)
 	}
 	return err
+}
+
+// unconfigured returns a line for each stage that has messages waiting
+// (pending or paused) but no [stage-NAME] section in cfg: no dispatcher
+// hands them out, and nothing else says so. A configuration without
+// stages (PEPSI_DSN alone) says nothing of any stage.
+func unconfigured(cfg *config.Config, counts []queue.Count) []string {
+	if len(cfg.Stages) == 0 {
+		return nil
+	}
+	var order []string
+	waiting := map[string]int64{}
+	for _, c := range counts {
+		if c.Status != queue.Pending && c.Status != queue.Paused {
+			continue
+		}
+		if _, ok := cfg.Stage(c.Stage); ok {
+			continue
+		}
+		if _, seen := waiting[c.Stage]; !seen {
+			order = append(order, c.Stage)
+		}
+		waiting[c.Stage] += c.N
+	}
+	lines := make([]string, 0, len(order))
+	for _, s := range order {
+		verb := "wait"
+		if waiting[s] == 1 {
+			verb = "waits"
+		}
+		lines = append(lines, fmt.Sprintf("no [stage-%s] in %s: %s %s there, handed to no worker until it is configured",
+			s, cfg.Path, plural(waiting[s], "message"), verb))
+	}
+	return lines
 }

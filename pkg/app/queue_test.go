@@ -74,6 +74,44 @@ func fields(out string) [][]string {
 	return rows
 }
 
+// TestQueueSummaryUnconfigured: messages waiting at a stage that the
+// configuration lacks (a "0 next:nowhere") are named under the table; done
+// and failed ones, and configured stages, are not.
+func TestQueueSummaryUnconfigured(t *testing.T) {
+	db, dsn := pgtest.New(t)
+	conf := env(t, dsn, "[stage-parse]\nPROGRAM = /bin/true\n")
+	seedQueue(t, db, "parse", queue.Pending, 2)
+	seedQueue(t, db, "nowhere", queue.Pending, 2)
+	seedQueue(t, db, "nowhere", queue.Paused, 1)
+	seedQueue(t, db, "nowhere", queue.Failed, 4)
+	seedQueue(t, db, "gone", queue.Pending, 1)
+	seedQueue(t, db, "old", queue.Done, 3)
+
+	r := pepsi(t, "", "queue", "summary")
+	r.wantCode(t, 0)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	want := []string{
+		"no [stage-gone] in " + conf + ": 1 message waits there, handed to no worker until it is configured",
+		"no [stage-nowhere] in " + conf + ": 3 messages wait there, handed to no worker until it is configured",
+		"dispatcher: not running",
+	}
+	// The table: a header, four stages, the totals.
+	if len(lines) != 6+len(want) || !slices.Equal(lines[6:], want) {
+		t.Fatalf("summary:\n%s\nwant it to end with:\n%s", r.stdout, strings.Join(want, "\n"))
+	}
+	if f := strings.Fields(lines[2]); f[0] != "nowhere" || f[1] != "2" || f[3] != "1" || f[5] != "4" {
+		t.Errorf("nowhere's line: %q", lines[2])
+	}
+
+	// Without stages in the configuration, no stage is called unconfigured.
+	env(t, dsn, "")
+	r = pepsi(t, "", "queue", "summary")
+	r.wantCode(t, 0)
+	if strings.Contains(r.stdout, "no [stage-") {
+		t.Errorf("a configuration without stages calls stages unconfigured:\n%s", r.stdout)
+	}
+}
+
 func TestQueueSummary(t *testing.T) {
 	db, dsn := pgtest.New(t)
 	env(t, dsn, "")

@@ -90,7 +90,7 @@ func (b *bench) enqueue(ctx context.Context) error {
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		took := time.Since(start)
-		if err != nil || !strings.Contains(string(out), fmt.Sprintf("enqueued %d messages", n)) {
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf("enqueued %d message", n)) {
 			return fmt.Errorf("pepsi enqueue: %v: %s", err, out)
 		}
 		rates = append(rates, float64(n)/took.Seconds())

@@ -218,11 +218,13 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	if lis, err = d.dial(ctx); err != nil {
 		return nil, nil, err
 	}
+	if err := d.checkLimits(ctx, lis); err != nil {
+		return nil, lis, err
+	}
 	if err := d.lock(ctx, lis); err != nil {
 		return nil, lis, err
 	}
-	maxConns := int32(5) // the three lanes, the vacuum sweep, one spare
-	if db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
+	if db, err = queue.Open(ctx, d.cfg.DSN, poolConns); err != nil {
 		return nil, lis, err
 	}
 	if err := db.CheckSchema(ctx); err != nil {

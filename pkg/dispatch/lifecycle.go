@@ -21,6 +21,7 @@ func (d *Dispatcher) spawn(p *pool, now time.Time) *worker {
 		env:    append(d.env[:len(d.env):len(d.env)], "PEPSI_STAGE="+p.cfg.Name),
 		stage:  p.cfg.Name,
 		log:    d.log,
+		obs:    d.obs,
 		events: d.events,
 		feed:   p.cfg.QueueLimit + 1,
 	})

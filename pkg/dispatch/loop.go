@@ -47,7 +47,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			d.lockless = true
 			d.log.Error("listener connection failed; reconnecting", "err", err)
 			d.obs.Health(false)
-			d.obs.Reconnect(ConnListener, reason(err))
+			d.obs.ListenerReconnect(reason(err))
 			d.goBackground(func() { d.relisten(lctx) })
 		case lis := <-d.relisen:
 			d.lockless = false
@@ -112,7 +112,7 @@ func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	wait := d.backoff.next()
 	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 	d.retryAt = now.Add(wait)
-	d.obs.Reconnect(ConnQueue, reason(err))
+	d.obs.QueueRetry(reason(err))
 }
 
 // nextDeadline is when the loop must wake even without events. A lane

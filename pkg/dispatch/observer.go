@@ -23,7 +23,8 @@ const (
 )
 
 // Observer hears what the dispatcher does, for metrics. Its methods are
-// called from the dispatcher's loop and must return quickly.
+// called from the dispatcher's loop, except StderrDropped, and must return
+// quickly.
 type Observer interface {
 	// Handed: a message was handed to a worker of stage after waiting
 	// pending for waited.
@@ -36,20 +37,30 @@ type Observer interface {
 	WorkerStartFailed(stage string)
 	// Pool: stage has workers processes and inflight messages handed out.
 	Pool(stage string, workers, inflight int)
-	// Reconnect: a database connection failed for reason and is being
-	// re-made (conn ConnListener) or its statement retried after a backoff
-	// (conn ConnQueue).
-	Reconnect(conn, reason string)
+	// ListenerReconnect: the listener session (the one that holds the
+	// lock and LISTENs) failed for reason and is being re-made.
+	ListenerReconnect(reason string)
+	// QueueRetry: a queue statement (a claim, settle, sweep or flush)
+	// failed for reason and is retried after a backoff.
+	QueueRetry(reason string)
 	// OrphansRescued: n running rows no worker held were reset.
 	OrphansRescued(n int64)
 	// Health: whether this dispatcher holds the lock and its listener is connected.
 	Health(ok bool)
+	// StderrDropped: a worker of stage wrote lines to stderr faster than
+	// the log relays them (lines, dropped whole) or longer than a relayed
+	// line may be (bytes, cut off their ends). It is called from the
+	// worker's stderr goroutine, concurrently with the other methods.
+	StderrDropped(stage string, lines, bytes int64)
 }
 
-// The connections Reconnect names.
+// The reasons ListenerReconnect and QueueRetry give; any other error the
+// server reports is "error_" and its SQLSTATE.
 const (
-	ConnListener = "listener" // the session that holds the lock and LISTENs
-	ConnQueue    = "queue"    // the pool that runs claims, settles, sweeps and flushes
+	ReasonReadOnly       = "read_only"       // the server is a read-only standby
+	ReasonServerShutdown = "server_shutdown" // the server is shutting down or restarting (SQLSTATE 57P01-57P03)
+	ReasonClosed         = "closed"          // the connection was closed under it
+	ReasonNetwork        = "network"         // anything else: the server could not be reached
 )
 
 // nopObserver is the Observer when none is given.
@@ -60,22 +71,25 @@ func (nopObserver) Passed(string, Result, time.Duration) {}
 func (nopObserver) WorkerStarted(string)                 {}
 func (nopObserver) WorkerStartFailed(string)             {}
 func (nopObserver) Pool(string, int, int)                {}
-func (nopObserver) Reconnect(string, string)             {}
+func (nopObserver) ListenerReconnect(string)             {}
+func (nopObserver) QueueRetry(string)                    {}
 func (nopObserver) OrphansRescued(int64)                 {}
 func (nopObserver) Health(bool)                          {}
+func (nopObserver) StderrDropped(string, int64, int64)   {}
 
-// reason names the kind of a connection failure for Observer.Reconnect.
+// reason names the kind of a database failure for Observer.ListenerReconnect
+// and Observer.QueueRetry.
 func reason(err error) string {
 	var pe *pgconn.PgError
 	switch {
 	case queue.IsReadOnly(err):
-		return "read_only"
+		return ReasonReadOnly
 	case errors.As(err, &pe) && (pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"):
-		return "server_shutdown"
+		return ReasonServerShutdown
 	case errors.As(err, &pe):
 		return "error_" + pe.Code
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "closed"
+		return ReasonClosed
 	}
-	return "network"
+	return ReasonNetwork
 }

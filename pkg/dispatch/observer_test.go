@@ -15,6 +15,8 @@ type recorder struct {
 	failed   int
 	healthy  bool
 	inflight int
+
+	stderrLines, stderrBytes int64
 }
 
 func (r *recorder) Handed(stage string, waited time.Duration) {
@@ -38,10 +40,17 @@ func (r *recorder) Pool(stage string, workers, inflight int) {
 	r.inflight = max(r.inflight, inflight)
 	r.mu.Unlock()
 }
-func (r *recorder) Reconnect(string, string) {}
+func (r *recorder) ListenerReconnect(string) {}
+func (r *recorder) QueueRetry(string)        {}
 func (r *recorder) OrphansRescued(int64)     {}
 func (r *recorder) Health(ok bool)           { r.mu.Lock(); r.healthy = ok; r.mu.Unlock() }
-func (r *recorder) get(f func())             { r.mu.Lock(); defer r.mu.Unlock(); f() }
+func (r *recorder) StderrDropped(_ string, lines, bytes int64) {
+	r.mu.Lock()
+	r.stderrLines += lines
+	r.stderrBytes += bytes
+	r.mu.Unlock()
+}
+func (r *recorder) get(f func()) { r.mu.Lock(); defer r.mu.Unlock(); f() }
 
 // TestObserver: the dispatcher reports handed messages, pass results,
 // worker starts and its health.

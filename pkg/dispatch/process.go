@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
@@ -30,6 +31,7 @@ type spawnSpec struct {
 	env    []string
 	stage  string
 	log    *slog.Logger
+	obs    Observer // hears of stderr lines dropped or cut
 	events chan<- event
 	feed   int // capacity of the feed channel: more than the writes that can be outstanding
 }
@@ -64,7 +66,7 @@ func startProcess(w *worker, spec spawnSpec) (*process, error) {
 	log := spec.log.With("stage", spec.stage, "pid", p.pid)
 	readDone := make(chan struct{})
 	go p.write()
-	go relayStderr(errR, log)
+	go newStderrRelay(log, spec.stage, spec.obs, time.Now).run(errR)
 	go func() {
 		defer close(readDone)
 		readAnswers(outR, w, spec.events)
@@ -179,22 +181,4 @@ func hasLine(br *bufio.Reader) bool {
 	}
 	b, _ := br.Peek(n)
 	return bytes.IndexByte(b, '\n') >= 0
-}
-
-// relayStderr logs each line the program writes to stderr.
-func relayStderr(r io.ReadCloser, log *slog.Logger) {
-	defer r.Close()
-	br := bufio.NewReaderSize(r, 8<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			text := bytes.TrimRight(line, "\r\n")
-			if len(text) > 0 {
-				log.Info("worker: " + string(bytes.ToValidUTF8(text, []byte("\uFFFD"))))
-			}
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
-		}
-	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/pepsi-dev/pepsi/pkg/dispatch"
 )
 
 // descNames returns the names of the families c describes.
@@ -31,7 +29,6 @@ func descNames(c prometheus.Collector) map[string]bool {
 // stats --format prometheus), pepsi in both.
 func TestContribRules(t *testing.T) {
 	m := NewDispatcher(DispatcherOptions{Stages: []string{"s"}})
-	m.Reconnect(dispatch.ConnListener, "network") // a family without series until it happens
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,11 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 // results are the values of the result label, in a fixed order.
 var results = []dispatch.Result{dispatch.ResultOK, dispatch.ResultFailed, dispatch.ResultTimeout, dispatch.ResultCrash, dispatch.ResultProtocol}
 
+// reasons are the values of the reason label known in advance: their
+// series exist, as zeros, from the first scrape ("error_" and a SQLSTATE
+// come when they happen).
+var reasons = []string{dispatch.ReasonNetwork, dispatch.ReasonClosed, dispatch.ReasonServerShutdown, dispatch.ReasonReadOnly}
+
 // Dispatcher is the dispatcher's metrics: a dispatch.Observer that counts
 // into a registry of its own, which Handler serves.
 type Dispatcher struct {
@@ -51,7 +56,10 @@ type Dispatcher struct {
 	inflight      *prometheus.GaugeVec
 	starts        *prometheus.CounterVec
 	startFailures *prometheus.CounterVec
+	stderrLines   *prometheus.CounterVec
+	stderrBytes   *prometheus.CounterVec
 	reconnects    *prometheus.CounterVec
+	retries       *prometheus.CounterVec
 	orphans       prometheus.Counter
 	health        prometheus.Gauge
 
@@ -74,6 +82,8 @@ type stageSeries struct {
 	inflight      prometheus.Gauge
 	starts        prometheus.Counter
 	startFailures prometheus.Counter
+	stderrLines   prometheus.Counter
+	stderrBytes   prometheus.Counter
 }
 
 var _ dispatch.Observer = (*Dispatcher)(nil)
@@ -123,10 +133,22 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 			Name: "pepsi_worker_start_failures_total",
 			Help: "Times the stage's PROGRAM could not be started.",
 		}, stage),
+		stderrLines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pepsi_worker_stderr_dropped_lines_total",
+			Help: "Lines the stage's workers wrote to stderr that were not logged: over the rate at which a worker's stderr is relayed.",
+		}, stage),
+		stderrBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pepsi_worker_stderr_cut_bytes_total",
+			Help: "Bytes cut off the ends of the stage's workers' stderr lines that were longer than a logged line may be.",
+		}, stage),
 		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pepsi_listener_reconnects_total",
-			Help: "Database connection failures the dispatcher recovered from, by connection (listener: the lock and LISTEN session, re-made; queue: a queue statement, retried after a backoff) and reason.",
-		}, []string{"connection", "reason"}),
+			Help: "Times the listener session (the one that holds the single-dispatcher lock and LISTENs) failed and was re-made, by reason.",
+		}, []string{"reason"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pepsi_queue_retries_total",
+			Help: "Queue statements (claims, settles, sweeps, statistics flushes) that failed and were retried after a backoff, by reason.",
+		}, []string{"reason"}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pepsi_orphans_rescued_total",
 			Help: "Running messages no worker held, put back to pending (at start, after a reconnect, by the orphan sweep).",
@@ -141,8 +163,12 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	for _, s := range opts.Stages {
 		m.known[s] = m.newSeries(s)
 	}
+	for _, r := range reasons {
+		m.reconnects.WithLabelValues(r)
+		m.retries.WithLabelValues(r)
+	}
 	m.reg.MustRegister(m.handed, m.latency, m.results, m.busy, m.workers, m.inflight,
-		m.starts, m.startFailures, m.reconnects, m.orphans, m.health,
+		m.starts, m.startFailures, m.stderrLines, m.stderrBytes, m.reconnects, m.retries, m.orphans, m.health,
 		buildInfo(opts.Version),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -177,6 +203,8 @@ func (m *Dispatcher) newSeries(stage string) *stageSeries {
 		inflight:      m.inflight.WithLabelValues(stage),
 		starts:        m.starts.WithLabelValues(stage),
 		startFailures: m.startFailures.WithLabelValues(stage),
+		stderrLines:   m.stderrLines.WithLabelValues(stage),
+		stderrBytes:   m.stderrBytes.WithLabelValues(stage),
 	}
 	for _, r := range results {
 		s.results[r] = m.results.WithLabelValues(stage, string(r))
@@ -249,9 +277,21 @@ func (m *Dispatcher) Pool(stage string, workers, inflight int) {
 	s.inflight.Set(float64(inflight))
 }
 
-// Reconnect implements dispatch.Observer.
-func (m *Dispatcher) Reconnect(conn, reason string) {
-	m.reconnects.WithLabelValues(conn, reason).Inc()
+// ListenerReconnect implements dispatch.Observer.
+func (m *Dispatcher) ListenerReconnect(reason string) { m.reconnects.WithLabelValues(reason).Inc() }
+
+// QueueRetry implements dispatch.Observer.
+func (m *Dispatcher) QueueRetry(reason string) { m.retries.WithLabelValues(reason).Inc() }
+
+// StderrDropped implements dispatch.Observer.
+func (m *Dispatcher) StderrDropped(stage string, lines, bytes int64) {
+	s := m.series(stage)
+	if lines > 0 {
+		s.stderrLines.Add(float64(lines))
+	}
+	if bytes > 0 {
+		s.stderrBytes.Add(float64(bytes))
+	}
 }
 
 // OrphansRescued implements dispatch.Observer.

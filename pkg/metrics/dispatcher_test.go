@@ -66,7 +66,9 @@ PROGRAM = /nonexistent/stage
 	// dispatcher (an orphan); one pass per way a pass can end, and one
 	// that reports a fused stage nobody configured; one for a stage whose
 	// program cannot start.
-	work, err := db.EnqueueBulk(ctx(t), queue.Bulk{Stage: "work", Payloads: make([][]byte, 20)})
+	payloads := make([][]byte, 20)
+	payloads[1] = []byte("work=stderr:1x10000") // a stderr line cut to 4 KiB
+	work, err := db.EnqueueBulk(ctx(t), queue.Bulk{Stage: "work", Payloads: payloads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +110,12 @@ PROGRAM = /nonexistent/stage
 		{"pepsi_stage_results_total", []string{"stage", "broken", "result", "protocol"}, 0},
 		{"pepsi_worker_start_failures_total", []string{"stage", "broken"}, 0},
 		{"pepsi_workers", []string{"stage", "faults"}, 0},
+		{"pepsi_worker_stderr_dropped_lines_total", []string{"stage", "work"}, 0},
+		{"pepsi_worker_stderr_cut_bytes_total", []string{"stage", "faults"}, 0},
+		{"pepsi_listener_reconnects_total", []string{"reason", "network"}, 0},
+		{"pepsi_listener_reconnects_total", []string{"reason", "server_shutdown"}, 0},
+		{"pepsi_queue_retries_total", []string{"reason", "read_only"}, 0},
+		{"pepsi_queue_retries_total", []string{"reason", "closed"}, 0},
 		{"pepsi_orphans_rescued_total", nil, 0},
 		{"pepsi_dispatcher_healthy", nil, 0},
 		{"pepsi_build_info", []string{"version", "test"}, 1},
@@ -171,7 +179,8 @@ PROGRAM = /nonexistent/stage
 		}
 		return f.value("pepsi_inflight", "stage", "work") == 0 && f.value("pepsi_inflight", "stage", "faults") == 0 &&
 			f.value("pepsi_worker_start_failures_total", "stage", "broken") >= 1 &&
-			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1
+			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1 &&
+			f.value("pepsi_worker_stderr_cut_bytes_total", "stage", "work") == 10000-4096
 	}, logs)
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz while running: %d %q, want 200", code, body)
@@ -186,6 +195,7 @@ PROGRAM = /nonexistent/stage
 		{"pepsi_dispatch_total", []string{"stage", "broken"}, 0},
 		{"pepsi_stage_results_total", []string{"stage", "work", "result", "ok"}, 20},
 		{"pepsi_stage_results_total", []string{"stage", "work", "result", "failed"}, 0},
+		{"pepsi_worker_stderr_dropped_lines_total", []string{"stage", "work"}, 0},
 		{"pepsi_stage_results_total", []string{"stage", "faults", "result", "ok"}, 1},
 		{"pepsi_stage_results_total", []string{"stage", "faults", "result", "failed"}, 1},
 		{"pepsi_stage_results_total", []string{"stage", "faults", "result", "timeout"}, 1},
@@ -234,34 +244,48 @@ PROGRAM = /nonexistent/stage
 	}
 	waitFor(t, "a reconnect", time.Minute, func() bool {
 		f = scrape(t, base)
-		listener := 0.0
-		for _, m := range f["pepsi_listener_reconnects_total"].GetMetric() {
-			if labelsOf(m)["connection"] == "listener" {
-				listener += m.GetCounter().GetValue()
-			}
-		}
-		return listener >= 1 && f.value("pepsi_dispatcher_healthy") == 1
+		return f.sum("pepsi_listener_reconnects_total") >= 1 && f.value("pepsi_dispatcher_healthy") == 1
 	}, logs)
 	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after the reconnect: %d, want 200", code)
 	}
-	for _, m := range f["pepsi_listener_reconnects_total"].GetMetric() {
-		if r := labelsOf(m)["reason"]; r == "" || strings.ContainsAny(r, " :") {
-			t.Errorf("reconnect reason %q", r)
-		}
-		if c := labelsOf(m)["connection"]; c != "listener" && c != "queue" {
-			t.Errorf("reconnect connection %q", c)
+	for _, name := range []string{"pepsi_listener_reconnects_total", "pepsi_queue_retries_total"} {
+		for _, m := range f[name].GetMetric() {
+			if r := labelsOf(m)["reason"]; r == "" || strings.ContainsAny(r, " :") || len(labelsOf(m)) != 1 {
+				t.Errorf("%s labels %v", name, labelsOf(m))
+			}
 		}
 	}
+	// A listener reconnect is not a queue retry.
+	if n := f.sum("pepsi_queue_retries_total"); n != 0 {
+		t.Errorf("pepsi_queue_retries_total = %v after a listener reconnect, want 0", n)
+	}
+	reconnects := f.sum("pepsi_listener_reconnects_total")
 
-	// Work after the reconnect is counted too.
+	// A claim that fails is retried after a backoff and counted as a
+	// retry, not as a reconnect; work after both is counted too.
+	if _, err := db.Pool.Exec(ctx(t), `
+		CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'test: refused'; END$$;
+		CREATE TRIGGER test_refuse BEFORE UPDATE ON pepsi.state FOR EACH ROW EXECUTE FUNCTION test_refuse()`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.EnqueueBulk(ctx(t), queue.Bulk{Stage: "work", Payloads: make([][]byte, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a queue retry", time.Minute, func() bool {
+		f = scrape(t, base)
+		return f.value("pepsi_queue_retries_total", "reason", "error_P0001") >= 1
+	}, logs)
+	if _, err := db.Pool.Exec(ctx(t), "DROP TRIGGER test_refuse ON pepsi.state"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "23 messages handed", time.Minute, func() bool {
 		f = scrape(t, base)
 		return f.value("pepsi_stage_results_total", "stage", "work", "result", "ok") == 23
 	}, logs)
+	if n := f.sum("pepsi_listener_reconnects_total"); n != reconnects {
+		t.Errorf("pepsi_listener_reconnects_total = %v after a queue retry, want %v as before", n, reconnects)
+	}
 
 	stop()
 	if code, body := get(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "unhealthy: ") {

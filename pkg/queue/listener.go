@@ -99,6 +99,28 @@ func (l *Listener) SessionName(ctx context.Context, pid int32) (string, error) {
 	return name, err
 }
 
+// ConnLimit is how many sessions the server lets a role without special
+// rights open: max_connections less the slots it keeps for superusers and,
+// from PostgreSQL 16, for roles with pg_use_reserved_connections.
+type ConnLimit struct {
+	MaxConnections    int // max_connections
+	SuperuserReserved int // superuser_reserved_connections
+	Reserved          int // reserved_connections; 0 before PostgreSQL 16
+}
+
+// Available is how many sessions ordinary roles may open in all.
+func (c ConnLimit) Available() int { return c.MaxConnections - c.SuperuserReserved - c.Reserved }
+
+// ConnectionLimit reads the server's connection settings. It counts no
+// session: how many are open changes by the moment; the limit does not.
+func (l *Listener) ConnectionLimit(ctx context.Context) (ConnLimit, error) {
+	var c ConnLimit
+	err := l.conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
+		current_setting('superuser_reserved_connections')::int,
+		coalesce(current_setting('reserved_connections', true)::int, 0)`).Scan(&c.MaxConnections, &c.SuperuserReserved, &c.Reserved)
+	return c, err
+}
+
 // WaitLock blocks until the single-dispatcher lock is free and takes it.
 func (l *Listener) WaitLock(ctx context.Context) error {
 	_, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(dispatcherLock))

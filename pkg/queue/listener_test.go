@@ -248,3 +248,25 @@ func TestListenerPing(t *testing.T) {
 		t.Fatal("PID is 0")
 	}
 }
+
+// TestConnectionLimit: the limit is the server's settings, whatever the
+// version (reserved_connections exists from PostgreSQL 16).
+func TestConnectionLimit(t *testing.T) {
+	t.Parallel()
+	db, dsn, ctx := newDB(t)
+	c, err := dial(t, dsn, "pepsi_ingress").ConnectionLimit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxConns, su, reserved int
+	if err := db.Pool.QueryRow(ctx, `SELECT
+		(SELECT setting::int FROM pg_settings WHERE name = 'max_connections'),
+		(SELECT setting::int FROM pg_settings WHERE name = 'superuser_reserved_connections'),
+		coalesce((SELECT setting::int FROM pg_settings WHERE name = 'reserved_connections'), 0)`).Scan(&maxConns, &su, &reserved); err != nil {
+		t.Fatal(err)
+	}
+	want := queue.ConnLimit{MaxConnections: maxConns, SuperuserReserved: su, Reserved: reserved}
+	if c != want || c.Available() != maxConns-su-reserved || c.Available() <= 0 {
+		t.Errorf("ConnectionLimit = %+v (available %d), want %+v", c, c.Available(), want)
+	}
+}

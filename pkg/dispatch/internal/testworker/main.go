@@ -8,7 +8,8 @@
 // (finish, then exit before answering), advcrash:NEXT, hang, garbage, long
 // (a 70 KiB line), extra (finish and answer twice), slow:DURATION (then
 // finish), fused:STAGE (finish and report STAGE=0.25), closeout (close
-// stdout and keep running), tnext:STAGE, tdone and tpause:SECONDS (answer
+// stdout and keep running), stderr:COUNTxSIZE (write COUNT lines of SIZE
+// bytes, "spew N " padded with x, to stderr, then finish), tnext:STAGE, tdone and tpause:SECONDS (answer
 // the transition on the status line instead of making it; tpause only on
 // the first attempt, then tdone).
 //
@@ -28,6 +29,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -161,6 +163,11 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 			return "0 pause:" + arg + "\n", nil
 		}
 		return "0 done\n", nil
+	case "stderr":
+		if err := spew(arg); err != nil {
+			return "", err
+		}
+		return "0\n", finish()
 	case "closeout":
 		os.Stdout.Close()
 		select {}
@@ -181,6 +188,24 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 		return "0\n", pass("SELECT pepsi.advance($1, $2)", id, arg)
 	}
 	return "", fmt.Errorf("testworker: unknown action %q", action)
+}
+
+// spew writes COUNT lines of SIZE bytes to stderr, as stderr:COUNTxSIZE says.
+func spew(arg string) error {
+	c, z, _ := strings.Cut(arg, "x")
+	count, err1 := strconv.Atoi(c)
+	size, err2 := strconv.Atoi(z)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("testworker: stderr:%s: want COUNTxSIZE", arg)
+	}
+	w := bufio.NewWriterSize(os.Stderr, 64<<10)
+	for i := range count {
+		line := fmt.Appendf(nil, "spew %d ", i)
+		line = append(line, bytes.Repeat([]byte{'x'}, max(size-len(line), 0))...)
+		w.Write(line[:min(size, len(line))])
+		w.WriteByte('\n')
+	}
+	return w.Flush()
 }
 
 // connect opens the worker's session, named so that tests can tell it
