@@ -42,11 +42,11 @@ func runDispatch(c *cli.Context) error {
 		return err
 	}
 	opts := dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")}
-	var m *metrics.Dispatcher
+	var m *metrics.Observer
 	if cfg.Dispatch.MetricsListen != "" {
 		src := metrics.NewSource(cfg.DSN, "pepsi dispatch metrics")
 		defer src.Close()
-		m = metrics.NewDispatcher(metrics.DispatcherOptions{Stages: cfg.StageNames(), Source: src, Version: c.App.Version, Log: log})
+		m = metrics.NewObserver(metrics.ObserverOptions{Stages: cfg.StageNames(), Source: src, Version: c.App.Version, Log: log})
 		opts.Observe = m
 	}
 	d, err := dispatch.New(opts)

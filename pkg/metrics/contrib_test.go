@@ -28,7 +28,7 @@ func descNames(c prometheus.Collector) map[string]bool {
 // dispatcher's metrics, pepsi-stats in the exporter's (pepsi httpd, pepsi
 // stats --format prometheus), pepsi in both.
 func TestContribRules(t *testing.T) {
-	m := NewDispatcher(DispatcherOptions{Stages: []string{"s"}})
+	m := NewObserver(ObserverOptions{Stages: []string{"s"}})
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 // github.com/prometheus/client_golang and a registry of its own (never the
 // global one), in two places:
 //
-//   - Dispatcher is the dispatcher's dispatch.Observer: it counts what the
+//   - Observer is the dispatcher's dispatch.Observer: it counts what the
 //     dispatcher does (messages handed to workers, how long they waited,
 //     pass results, busy time, pools, worker starts, reconnects, orphans,
 //     health) and the queue's depth, and pepsi dispatch serves it when

@@ -87,7 +87,7 @@ PROGRAM = /nonexistent/stage
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src := NewSource(dsn, "pepsi dispatch metrics")
 	defer src.Close()
-	m := NewDispatcher(DispatcherOptions{Stages: cfg.StageNames(), Source: src, MaxAge: -1, Version: "test", Log: log})
+	m := NewObserver(ObserverOptions{Stages: cfg.StageNames(), Source: src, MaxAge: -1, Version: "test", Log: log})
 	srv := NewServer(m.Handler(), log)
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func TestDepthFailure(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	src := NewSource("postgres://nobody@127.0.0.1:1/nothing?connect_timeout=5", "test")
 	defer src.Close()
-	m := NewDispatcher(DispatcherOptions{Stages: []string{"a"}, Source: src, MaxAge: -1, Log: log})
+	m := NewObserver(ObserverOptions{Stages: []string{"a"}, Source: src, MaxAge: -1, Log: log})
 	srv := NewServer(m.Handler(), log)
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func TestDepthFailure(t *testing.T) {
 // TestServer: Start fails at once on an address in use, with the cause
 // alone; Stop is idempotent; / is an index and other paths are 404.
 func TestServer(t *testing.T) {
-	a := NewServer(NewDispatcher(DispatcherOptions{}).Handler(), nil)
+	a := NewServer(NewObserver(ObserverOptions{}).Handler(), nil)
 	if err := a.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
 )
 
-// DispatcherOptions configures a Dispatcher.
-type DispatcherOptions struct {
+// ObserverOptions configures an Observer.
+type ObserverOptions struct {
 	// Stages are the configured stages: their series exist, as zeros,
 	// before anything happens to them.
 	Stages []string
@@ -42,9 +42,9 @@ var results = []dispatch.Result{dispatch.ResultOK, dispatch.ResultFailed, dispat
 // come when they happen).
 var reasons = []string{dispatch.ReasonNetwork, dispatch.ReasonClosed, dispatch.ReasonServerShutdown, dispatch.ReasonReadOnly}
 
-// Dispatcher is the dispatcher's metrics: a dispatch.Observer that counts
+// Observer is the dispatcher's metrics: a dispatch.Observer that counts
 // into a registry of its own, which Handler serves.
-type Dispatcher struct {
+type Observer struct {
 	reg     *prometheus.Registry
 	healthy atomic.Bool
 
@@ -86,11 +86,11 @@ type stageSeries struct {
 	stderrBytes   prometheus.Counter
 }
 
-var _ dispatch.Observer = (*Dispatcher)(nil)
+var _ dispatch.Observer = (*Observer)(nil)
 
-// NewDispatcher returns the metrics of a dispatcher; it is unhealthy until
+// NewObserver returns the metrics of a dispatcher; it is unhealthy until
 // the dispatcher reports otherwise.
-func NewDispatcher(opts DispatcherOptions) *Dispatcher {
+func NewObserver(opts ObserverOptions) *Observer {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
@@ -98,7 +98,7 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 		opts.MaxAge = DefaultMaxAge
 	}
 	stage := []string{"stage"}
-	m := &Dispatcher{
+	m := &Observer{
 		reg: prometheus.NewRegistry(),
 		handed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pepsi_dispatch_total",
@@ -193,7 +193,7 @@ func buildInfo(version string) prometheus.Collector {
 	return g
 }
 
-func (m *Dispatcher) newSeries(stage string) *stageSeries {
+func (m *Observer) newSeries(stage string) *stageSeries {
 	s := &stageSeries{
 		handed:        m.handed.WithLabelValues(stage),
 		latency:       m.latency.WithLabelValues(stage),
@@ -213,7 +213,7 @@ func (m *Dispatcher) newSeries(stage string) *stageSeries {
 }
 
 // series returns stage's series.
-func (m *Dispatcher) series(stage string) *stageSeries {
+func (m *Observer) series(stage string) *stageSeries {
 	if s := m.known[stage]; s != nil {
 		return s
 	}
@@ -228,14 +228,14 @@ func (m *Dispatcher) series(stage string) *stageSeries {
 }
 
 // Registry is where the metrics are registered.
-func (m *Dispatcher) Registry() *prometheus.Registry { return m.reg }
+func (m *Observer) Registry() *prometheus.Registry { return m.reg }
 
 // Healthy reports what the dispatcher last said of its health.
-func (m *Dispatcher) Healthy() bool { return m.healthy.Load() }
+func (m *Observer) Healthy() bool { return m.healthy.Load() }
 
 // Handler serves /metrics and /healthz: 200 while the dispatcher holds
 // the lock and its listener is connected, 503 otherwise.
-func (m *Dispatcher) Handler() http.Handler {
+func (m *Observer) Handler() http.Handler {
 	return Handler(m.reg, func(context.Context) error {
 		if !m.healthy.Load() {
 			return errUnhealthy
@@ -247,14 +247,14 @@ func (m *Dispatcher) Handler() http.Handler {
 var errUnhealthy = errors.New("this dispatcher does not hold the lock with a connected listener")
 
 // Handed implements dispatch.Observer.
-func (m *Dispatcher) Handed(stage string, waited time.Duration) {
+func (m *Observer) Handed(stage string, waited time.Duration) {
 	s := m.series(stage)
 	s.handed.Inc()
 	s.latency.Observe(waited.Seconds())
 }
 
 // Passed implements dispatch.Observer.
-func (m *Dispatcher) Passed(stage string, result dispatch.Result, busy time.Duration) {
+func (m *Observer) Passed(stage string, result dispatch.Result, busy time.Duration) {
 	s := m.series(stage)
 	c := s.results[result]
 	if c == nil {
@@ -265,26 +265,26 @@ func (m *Dispatcher) Passed(stage string, result dispatch.Result, busy time.Dura
 }
 
 // WorkerStarted implements dispatch.Observer.
-func (m *Dispatcher) WorkerStarted(stage string) { m.series(stage).starts.Inc() }
+func (m *Observer) WorkerStarted(stage string) { m.series(stage).starts.Inc() }
 
 // WorkerStartFailed implements dispatch.Observer.
-func (m *Dispatcher) WorkerStartFailed(stage string) { m.series(stage).startFailures.Inc() }
+func (m *Observer) WorkerStartFailed(stage string) { m.series(stage).startFailures.Inc() }
 
 // Pool implements dispatch.Observer.
-func (m *Dispatcher) Pool(stage string, workers, inflight int) {
+func (m *Observer) Pool(stage string, workers, inflight int) {
 	s := m.series(stage)
 	s.workers.Set(float64(workers))
 	s.inflight.Set(float64(inflight))
 }
 
 // ListenerReconnect implements dispatch.Observer.
-func (m *Dispatcher) ListenerReconnect(reason string) { m.reconnects.WithLabelValues(reason).Inc() }
+func (m *Observer) ListenerReconnect(reason string) { m.reconnects.WithLabelValues(reason).Inc() }
 
 // QueueRetry implements dispatch.Observer.
-func (m *Dispatcher) QueueRetry(reason string) { m.retries.WithLabelValues(reason).Inc() }
+func (m *Observer) QueueRetry(reason string) { m.retries.WithLabelValues(reason).Inc() }
 
 // StderrDropped implements dispatch.Observer.
-func (m *Dispatcher) StderrDropped(stage string, lines, bytes int64) {
+func (m *Observer) StderrDropped(stage string, lines, bytes int64) {
 	s := m.series(stage)
 	if lines > 0 {
 		s.stderrLines.Add(float64(lines))
@@ -295,10 +295,10 @@ func (m *Dispatcher) StderrDropped(stage string, lines, bytes int64) {
 }
 
 // OrphansRescued implements dispatch.Observer.
-func (m *Dispatcher) OrphansRescued(n int64) { m.orphans.Add(float64(n)) }
+func (m *Observer) OrphansRescued(n int64) { m.orphans.Add(float64(n)) }
 
 // Health implements dispatch.Observer.
-func (m *Dispatcher) Health(ok bool) {
+func (m *Observer) Health(ok bool) {
 	m.healthy.Store(ok)
 	if ok {
 		m.health.Set(1)
