@@ -1,7 +1,8 @@
 # pepsi — build, test, install.
 #
 #   make [build]      bin/pepsi, version stamped from git describe
-#   make test         gofmt check, go vet, man page lint, go test -race
+#   make test         gofmt check, go vet, staticcheck, man page lint,
+#                     go test -race
 #   make bench        pepsi bench: throughput, latencies, CPU and RSS against
 #                     the database's own ceilings (BENCHFLAGS=... to size it)
 #   make bench-go     the Go benchmarks, one iteration each (BENCHTIME=1x)
@@ -57,7 +58,7 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 
 .DEFAULT_GOAL := build
-.PHONY: all build test fmt-check vet lint-man man bench bench-go bench-peers install uninstall clean demo
+.PHONY: all build test fmt-check vet staticcheck lint-man man bench bench-go bench-peers install uninstall clean demo
 
 all: build
 
@@ -78,6 +79,15 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
+# staticcheck on PATH (or in GOPATH/bin) if there is one, else this version
+# fetched from the Go module proxy and run; it stays out of go.mod.
+STATICCHECK_VERSION ?= v0.8.2
+staticcheck:
+	@sc=$$(command -v staticcheck || ls "$$($(GO) env GOPATH)/bin/staticcheck" 2>/dev/null); \
+	if [ -n "$$sc" ]; then echo "$$sc $(PKGS)"; "$$sc" $(PKGS); \
+	else echo "go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)"; \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS); fi
+
 lint-man:
 	@bash scripts/lint-man
 
@@ -94,7 +104,7 @@ man: lint-man
 			| sed 's/.\x08//g' > $$out || exit 1; \
 	done; echo "man: pages rendered in bin/man/"
 
-test: fmt-check vet lint-man
+test: fmt-check vet staticcheck lint-man
 	@race='$(RACE)'; if [ -z "$$race" ]; then echo "make test: WARNING: running WITHOUT -race (needs cgo and a C compiler: apt-get install -y gcc)" >&2; fi
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	echo "PEPSI_TEST_DSN=$$dsn"; \
