@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -69,52 +68,6 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
 
 // Close closes every connection of the pool.
 func (db *DB) Close() { db.Pool.Close() }
-
-// describe shortens a connection error to its cause, keeping the
-// *pgconn.ConnectError in the chain for IsConnectFailure.
-func describe(err error) error {
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return &connectError{ce}
-	}
-	return err
-}
-
-type connectError struct{ ce *pgconn.ConnectError }
-
-func (e *connectError) Error() string { return e.ce.Unwrap().Error() }
-func (e *connectError) Unwrap() error { return e.ce }
-
-// IsConnectFailure reports whether err is a failure to reach the server,
-// which may go away when retried. A refused login (SQLSTATE class 28) or a
-// missing database (3D000) is not: retrying will not mend it.
-func IsConnectFailure(err error) bool {
-	var ce *pgconn.ConnectError
-	if !errors.As(err, &ce) {
-		return false
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
-		return false
-	}
-	return true
-}
-
-// IsTransient reports whether err is a serialization failure or deadlock
-// that is worth re-running.
-func IsTransient(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01"
-	}
-	return false
-}
-
-// IsReadOnly reports whether err says the server is a read-only standby.
-func IsReadOnly(err error) bool {
-	var pe *pgconn.PgError
-	return errors.Is(err, ErrRecovery) || (errors.As(err, &pe) && pe.Code == "25006")
-}
 
 // retry runs fn, re-running it a few times while it fails transiently.
 func retry(ctx context.Context, fn func() error) error {

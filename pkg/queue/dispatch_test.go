@@ -1,12 +1,9 @@
 package queue_test
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -398,22 +395,5 @@ func TestResumePaused(t *testing.T) {
 	}
 	if time.Until(futTimeout) < 50*time.Minute {
 		t.Fatalf("future timeout %v is not an hour away", futTimeout)
-	}
-}
-
-func TestIsTransient(t *testing.T) {
-	t.Parallel()
-	for code, want := range map[string]bool{"40001": true, "40P01": true, "55000": false, "23505": false, "": false} {
-		err := error(&pgconn.PgError{Code: code})
-		if got := queue.IsTransient(err); got != want {
-			t.Errorf("IsTransient(%s) = %v, want %v", code, got, want)
-		}
-		wrapped := errors.Join(errors.New("context"), err)
-		if got := queue.IsTransient(wrapped); got != want {
-			t.Errorf("IsTransient(wrapped %s) = %v, want %v", code, got, want)
-		}
-	}
-	if queue.IsTransient(nil) || queue.IsTransient(errors.New("40001")) {
-		t.Error("IsTransient true for a non-PgError")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -395,7 +396,7 @@ func TestRunTransient(t *testing.T) {
 			return worker.Outcome{}, err
 		}
 		if m.ID == ids[0] && calls[m.ID] == 1 || m.ID == ids[1] {
-			return worker.Outcome{}, &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access"}
+			return worker.Outcome{}, &pgconn.PgError{Severity: "ERROR", Code: pgerrcode.SerializationFailure, Message: "could not serialize access"}
 		}
 		return worker.Finish(), nil
 	}
