@@ -42,6 +42,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -215,10 +216,10 @@ func (b *bench) progress(format string, args ...any) {
 
 // setup creates the database, migrates it and adds the bench schema.
 func (b *bench) setup(ctx context.Context) error {
-	if err := queue.RecreateDatabase(ctx, b.o.DSN, b.o.Database); err != nil {
+	if err := pgadmin.Recreate(ctx, b.o.DSN, b.o.Database); err != nil {
 		return fmt.Errorf("create database %s: %w", b.o.Database, err)
 	}
-	b.dsn = queue.WithDatabase(b.o.DSN, b.o.Database)
+	b.dsn = pgadmin.WithDatabase(b.o.DSN, b.o.Database)
 	conn, err := pgx.Connect(ctx, b.dsn)
 	if err != nil {
 		return err
@@ -244,7 +245,7 @@ func (b *bench) teardown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = queue.DropDatabase(ctx, b.o.DSN, b.o.Database)
+	_ = pgadmin.Drop(ctx, b.o.DSN, b.o.Database)
 }
 
 // header records what the run ran on.

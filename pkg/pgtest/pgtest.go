@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -35,17 +36,17 @@ func Empty(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "pepsi_test_" + hex.EncodeToString(b[:])
-	if err := queue.RecreateDatabase(ctx, server, name); err != nil {
+	if err := pgadmin.Recreate(ctx, server, name); err != nil {
 		t.Fatalf("pgtest: create database on %s (set PEPSI_TEST_DSN): %v", server, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := queue.DropDatabase(ctx, server, name); err != nil {
+		if err := pgadmin.Drop(ctx, server, name); err != nil {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	return queue.WithDatabase(server, name)
+	return pgadmin.WithDatabase(server, name)
 }
 
 // New creates a migrated database, dropped when t ends, and returns a pool

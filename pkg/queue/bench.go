@@ -54,31 +54,6 @@ const BenchWorkSQL = "UPDATE bench.work SET n = n + 1 WHERE id = $1"
 // BenchWorkRowSQL makes a bench stage's row.
 const BenchWorkRowSQL = "INSERT INTO bench.work (id) VALUES ($1) ON CONFLICT DO NOTHING"
 
-// RecreateDatabase drops database name on the server of dsn, if it
-// exists, and creates it empty.
-func RecreateDatabase(ctx context.Context, dsn, name string) error {
-	if err := DropDatabase(ctx, dsn, name); err != nil {
-		return err
-	}
-	return adminExec(ctx, dsn, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-}
-
-// DropDatabase drops database name on the server of dsn, closing its
-// sessions, if it exists.
-func DropDatabase(ctx context.Context, dsn, name string) error {
-	return adminExec(ctx, dsn, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-}
-
-func adminExec(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
 // CreateBenchSchema adds pepsi bench's tables: bench.work for its stages,
 // bench.ceiling for the commit ceiling.
 func (db *DB) CreateBenchSchema(ctx context.Context) error {

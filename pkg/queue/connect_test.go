@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -21,8 +22,8 @@ func TestIsConnectFailure(t *testing.T) {
 		retry     bool
 	}{
 		{"no server", "host=/nonexistent-pepsi-socket-dir dbname=x", true},
-		{"no such role", withUser(queue.WithDatabase(server, "postgres"), "pepsi_no_such_role"), false},
-		{"no such database", queue.WithDatabase(server, "pepsi_no_such_database"), false},
+		{"no such role", withUser(pgadmin.WithDatabase(server, "postgres"), "pepsi_no_such_role"), false},
+		{"no such database", pgadmin.WithDatabase(server, "pepsi_no_such_database"), false},
 	} {
 		_, err := queue.Dial(ctx, tc.dsn, "pepsi_ingress")
 		if err == nil {

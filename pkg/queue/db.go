@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,15 +83,4 @@ func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db.Pool, fn)
 	})
-}
-
-// WithDatabase returns dsn (a URL or key=value string) pointed at database name.
-func WithDatabase(dsn, name string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		if u, err := url.Parse(dsn); err == nil {
-			u.Path = "/" + name
-			return u.String()
-		}
-	}
-	return dsn + " dbname=" + name
 }
