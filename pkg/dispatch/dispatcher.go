@@ -189,7 +189,7 @@ func (d *Dispatcher) start(ctx context.Context) error {
 		return err
 	}
 	maxConns := int32(5) // the two lanes, the loop's sweeps and flushes, the vacuum sweep, one spare
-	if d.db, err = queue.Open(ctx, d.cfg.DSN, maxConns); err != nil {
+	if d.db, err = queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: maxConns}); err != nil {
 		return err
 	}
 	if err := d.db.CheckSchema(ctx); err != nil {

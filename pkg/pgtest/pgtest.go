@@ -64,7 +64,7 @@ func New(t testing.TB) (*queue.DB, string) {
 		t.Fatalf("pgtest: migrate: %v", err)
 	}
 	conn.Close(ctx)
-	db, err := queue.Open(ctx, dsn, 8)
+	db, err := queue.Open(ctx, dsn, queue.Options{App: "pgtest", MaxConns: 8})
 	if err != nil {
 		t.Fatalf("pgtest: open: %v", err)
 	}

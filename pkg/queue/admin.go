@@ -4,38 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// OpenAs is Open with an application_name for the sessions (unless the DSN
-// names one), so that an administrator, or a dispatcher refused its lock,
-// sees who is connected: "pepsi queue purge pid 4242 on host".
-func OpenAs(ctx context.Context, dsn string, maxConns int32, name string) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bad DSN: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && name != "" {
-		host, _ := os.Hostname()
-		cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", name, os.Getpid(), host)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect: %w", describe(err))
-	}
-	return &DB{Pool: pool}, nil
-}
 
 // Dispatcher is what the database knows of the running dispatcher.
 type Dispatcher struct {

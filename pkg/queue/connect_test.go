@@ -2,6 +2,8 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestIsConnectFailure(t *testing.T) {
 		retry     bool
 	}{
 		{"no server", "host=/nonexistent-pepsi-socket-dir dbname=x", true},
-		{"no such role", withUser(pgadmin.WithDatabase(server, "postgres"), "pepsi_no_such_role"), false},
+		{"no such role", withParam(pgadmin.WithDatabase(server, "postgres"), "user", "pepsi_no_such_role"), false},
 		{"no such database", pgadmin.WithDatabase(server, "pepsi_no_such_database"), false},
 	} {
 		_, err := queue.Dial(ctx, tc.dsn, "pepsi_ingress")
@@ -36,13 +38,38 @@ func TestIsConnectFailure(t *testing.T) {
 	}
 }
 
-// withUser returns dsn (a URL or key=value string) with user set.
-func withUser(dsn, user string) string {
+// withParam returns dsn (a URL or key=value string) with key set to value.
+func withParam(dsn, key, value string) string {
 	switch {
 	case !strings.Contains(dsn, "://"):
-		return dsn + " user=" + user
+		return dsn + " " + key + "=" + value
 	case strings.Contains(dsn, "?"):
-		return dsn + "&user=" + user
+		return dsn + "&" + key + "=" + value
 	}
-	return dsn + "?user=" + user
+	return dsn + "?" + key + "=" + value
+}
+
+// TestOpenNames: Open names the sessions after Options.App, unless the DSN
+// names them.
+func TestOpenNames(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Empty(t)
+	ctx := testCtx(t)
+	host, _ := os.Hostname()
+	for _, tc := range []struct{ dsn, app, want string }{
+		{dsn, "pepsi queue ls", fmt.Sprintf("pepsi queue ls pid %d on %s", os.Getpid(), host)},
+		{withParam(dsn, "application_name", "mine"), "pepsi queue ls", "mine"},
+		{dsn, "", ""},
+	} {
+		db, err := queue.Open(ctx, tc.dsn, queue.Options{App: tc.app, MaxConns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = db.Pool.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&got)
+		db.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("Open(%q, App %q): application_name %q, %v; want %q", tc.dsn, tc.app, got, err, tc.want)
+		}
+	}
 }

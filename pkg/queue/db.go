@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,14 +45,29 @@ type DB struct {
 	Pool *pgxpool.Pool
 }
 
+// Options are how Open sets up the pool.
+type Options struct {
+	// App names the sessions in pg_stat_activity: application_name
+	// "App pid N on HOST" (unless the DSN names them), so that an
+	// administrator, or a dispatcher refused its lock, sees who is
+	// connected: "pepsi queue purge pid 4242 on mx1".
+	App string
+	// MaxConns caps the pool; 0 leaves pgxpool's default.
+	MaxConns int32
+}
+
 // Open connects a pool to dsn and checks that the server answers.
-func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
+func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bad DSN: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.App != "" {
+		host, _ := os.Hostname()
+		cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", o.App, os.Getpid(), host)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

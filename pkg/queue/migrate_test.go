@@ -138,7 +138,7 @@ func TestCheckSchema(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.Empty(t)
 	ctx := testCtx(t)
-	db, err := queue.Open(ctx, dsn, 2)
+	db, err := queue.Open(ctx, dsn, queue.Options{App: "pepsi test", MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func (s *soak) dropDB() {
 
 // enqueue puts N messages at parse with COPY, in chunks.
 func (s *soak) enqueue() error {
-	db, err := queue.Open(s.ctx, s.dsn, 2)
+	db, err := queue.Open(s.ctx, s.dsn, queue.Options{App: "pepsi soak", MaxConns: 2})
 	if err != nil {
 		return err
 	}
