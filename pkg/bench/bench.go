@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -146,9 +147,10 @@ func (o *Options) defaults() {
 // bench is one run.
 type bench struct {
 	o       Options
-	dsn     string // the benchmark database
-	db      *queue.DB
-	dir     string // configurations, logs, traces
+	dsn     string        // the benchmark database
+	db      *queue.DB     // what the product runs: pepsi's own statements
+	sql     *pgxpool.Pool // the bench's own statements (db.go)
+	dir     string        // configurations, logs, traces
 	report  *Report
 	stages  []string
 	started time.Time
@@ -231,13 +233,19 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.db, err = queue.Open(ctx, b.dsn, queue.Options{App: "pepsi bench", MaxConns: 4}); err != nil {
 		return err
 	}
-	return b.db.CreateBenchSchema(ctx)
+	if b.sql, err = openSQL(ctx, b.dsn); err != nil {
+		return err
+	}
+	return b.createSchema(ctx)
 }
 
 // teardown drops the database unless it is to be kept.
 func (b *bench) teardown() {
 	if b.db != nil {
 		b.db.Close()
+	}
+	if b.sql != nil {
+		b.sql.Close()
 	}
 	if b.o.Keep {
 		fmt.Fprintf(b.o.Progress, "pepsi bench: database %s kept\n", b.o.Database)
@@ -250,7 +258,7 @@ func (b *bench) teardown() {
 
 // header records what the run ran on.
 func (b *bench) header(ctx context.Context) error {
-	st, err := b.db.Settings(ctx)
+	st, err := b.settings(ctx)
 	if err != nil {
 		return err
 	}
@@ -261,11 +269,6 @@ func (b *bench) header(ctx context.Context) error {
 		fmt.Sprintf("database %s; %d stages; pipelines: %d workers (%d per stage), QUEUE_LIMIT %d, MAX_MESSAGES %d",
 			b.o.Database, b.o.Stages, b.o.Stages*b.o.Parallelism, b.o.Parallelism, b.o.QueueLimit, maxMessages))
 	return nil
-}
-
-// reset empties the queue between runs.
-func (b *bench) reset(ctx context.Context) error {
-	return b.db.Empty(ctx)
 }
 
 // path is a file in the run's directory.

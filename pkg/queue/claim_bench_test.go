@@ -147,7 +147,7 @@ func TestClaimPlanUsesPendingIndex(t *testing.T) {
 	checkClaimPlan(t, "generic plan", []byte(generic))
 
 	// And the claim does what the plan promises.
-	got, err := db.Claim(ctx, []queue.StageCap{{Stage: "s0", Cap: 16}, {Stage: "s1", Cap: 16}, {Stage: "s2", Cap: 16}}, nil)
+	got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "s0", Cap: 16}, {Stage: "s1", Cap: 16}, {Stage: "s2", Cap: 16}}, nil)
 	if err != nil || len(got) != 48 {
 		t.Fatalf("claim on 20 000 pending rows: %d rows, %v", len(got), err)
 	}

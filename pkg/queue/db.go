@@ -1,5 +1,6 @@
 // Package queue is pepsi's data access layer: every SQL statement the
-// commands and the dispatcher run lives here (the schema lives in sql/).
+// commands and the dispatcher run lives here (the schema lives in sql/;
+// pepsi bench keeps its own tables and fixtures in pkg/bench).
 package queue
 
 import (

@@ -59,20 +59,18 @@ SELECT id, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float
 UNION ALL
 SELECT id, stage, NULL FROM upd`
 
-// Claim moves pending rows to running, each stage up to its cap, and
-// appends them to dst. Order within the result is not defined.
-func (db *DB) Claim(ctx context.Context, caps []StageCap, dst []Claimed) ([]Claimed, error) {
+// Claim moves pending rows to running on q, each stage up to its cap, and
+// appends them to dst (in no defined order). q may be a transaction of the
+// caller's, which sees the claim undone if it rolls back (pepsi bench
+// times the claim so); a transient failure is returned, not retried. The
+// dispatcher claims with RunTurn.
+func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Claimed, error) {
 	args, ok := claimArgs(caps)
 	if !ok {
 		return dst, nil
 	}
-	start := len(dst)
-	var waits []Claimed
-	err := retry(ctx, func() error {
-		rows, err := db.Pool.Query(ctx, claimSQL, args...)
-		dst, waits, err = scanClaimed(rows, err, dst[:start], waits[:0])
-		return err
-	})
+	rows, err := q.Query(ctx, claimSQL, args...)
+	dst, _, err = scanClaimed(rows, err, dst, nil)
 	return dst, err
 }
 

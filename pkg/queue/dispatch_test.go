@@ -41,7 +41,7 @@ func TestClaim(t *testing.T) {
 	}
 
 	dst := []queue.Claimed{{ID: -1, Stage: "kept"}}
-	got, err := db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 5}, {Stage: "c", Cap: 0}, {Stage: "nothing", Cap: 4}}, dst)
+	got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 5}, {Stage: "c", Cap: 0}, {Stage: "nothing", Cap: 4}}, dst)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestClaim(t *testing.T) {
 	}
 
 	// The next claim takes the next ones.
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 1}, {Stage: "c", Cap: 2}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 1}, {Stage: "c", Cap: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestClaim(t *testing.T) {
 	if _, err := db.ResetIDs(ctx, []int64{aPending[0]}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
 	if err != nil || len(got) != 1 || got[0].ID != aPending[0] {
 		t.Fatalf("reclaim: %v, %v; want %d", got, err, aPending[0])
 	}
@@ -107,15 +107,15 @@ func TestClaim(t *testing.T) {
 	}
 
 	// Nothing to claim, or no capacity: no rows, no error.
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 5}, {Stage: "b", Cap: 5}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 5}, {Stage: "b", Cap: 5}}, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with nothing pending: %v, %v", got, err)
 	}
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "c", Cap: 0}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "c", Cap: 0}}, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with no capacity: %v, %v", got, err)
 	}
-	got, err = db.Claim(ctx, nil, nil)
+	got, err = queue.Claim(ctx, db.Pool, nil, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with no stages: %v, %v", got, err)
 	}
@@ -128,7 +128,7 @@ func TestClaimCapsExact(t *testing.T) {
 	xs := seed(t, db, "x", queue.Pending, 200)
 	ys := seed(t, db, "y", queue.Pending, 50)
 	for _, caps := range [][2]int{{7, 49}, {1, 1}, {100, 0}, {92, 10}} {
-		got, err := db.Claim(ctx, []queue.StageCap{{Stage: "x", Cap: caps[0]}, {Stage: "y", Cap: caps[1]}}, nil)
+		got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "x", Cap: caps[0]}, {Stage: "y", Cap: caps[1]}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
