@@ -133,7 +133,7 @@ func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	if queue.IsReadOnly(err) {
 		// A demoted primary: drop every connection so that the next ones
 		// find the new primary.
-		d.db.Pool.Reset()
+		d.db.Reset()
 	}
 }
 

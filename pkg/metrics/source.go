@@ -55,7 +55,7 @@ func (s *Source) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return db.Pool.Ping(ctx)
+	return db.Ping(ctx)
 }
 
 // Close closes the connection, if any.

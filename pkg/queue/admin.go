@@ -40,7 +40,7 @@ SELECT l.pid, coalesce(a.application_name, '')
 // session holds no lock until it has reconnected.
 func (db *DB) RunningDispatcher(ctx context.Context) (*Dispatcher, error) {
 	var d Dispatcher
-	err := db.Pool.QueryRow(ctx, dispatcherSQL, int64(dispatcherLock)).Scan(&d.PID, &d.Name)
+	err := db.pool.QueryRow(ctx, dispatcherSQL, int64(dispatcherLock)).Scan(&d.PID, &d.Name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -64,6 +64,6 @@ func (db *DB) DispatcherRunning(ctx context.Context) (bool, int32, error) {
 // client's.
 func (db *DB) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := db.Pool.QueryRow(ctx, "SELECT now()").Scan(&now)
+	err := db.pool.QueryRow(ctx, "SELECT now()").Scan(&now)
 	return now, err
 }

@@ -43,7 +43,7 @@ var ErrNotFound = errors.New("no such message")
 
 // DB is a pool of connections to a pepsi database.
 type DB struct {
-	Pool *pgxpool.Pool
+	pool *pgxpool.Pool
 }
 
 // Options are how Open sets up the pool.
@@ -78,11 +78,18 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect: %w", describe(err))
 	}
-	return &DB{Pool: pool}, nil
+	return &DB{pool: pool}, nil
 }
 
 // Close closes every connection of the pool.
-func (db *DB) Close() { db.Pool.Close() }
+func (db *DB) Close() { db.pool.Close() }
+
+// Reset drops every connection of the pool, so that the next ones are new
+// sessions: after a failover, on the new primary.
+func (db *DB) Reset() { db.pool.Reset() }
+
+// Ping checks that the server answers.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // retry runs fn, re-running it a few times while it fails transiently.
 func retry(ctx context.Context, fn func() error) error {
@@ -98,6 +105,6 @@ func retry(ctx context.Context, fn func() error) error {
 // inTx runs fn in a READ COMMITTED transaction, retried when transient.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db.Pool, fn)
+		return pgx.BeginFunc(ctx, db.pool, fn)
 	})
 }

@@ -251,7 +251,7 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 	args := settleArgs(vs)
 	start := len(dst)
 	err := retry(ctx, func() error {
-		rows, err := db.Pool.Query(ctx, settleSQL, args...)
+		rows, err := db.pool.Query(ctx, settleSQL, args...)
 		dst, err = scanSettled(rows, err, dst[:start])
 		return err
 	})
@@ -302,7 +302,7 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 func (db *DB) ResetRunning(ctx context.Context) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE status = 'running'")
+		tag, err := db.pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE status = 'running'")
 		n = tag.RowsAffected()
 		return err
 	})
@@ -316,7 +316,7 @@ func (db *DB) ResetIDs(ctx context.Context, ids []int64) (int64, error) {
 	}
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE id = ANY($1) AND status = 'running'", ids)
+		tag, err := db.pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE id = ANY($1) AND status = 'running'", ids)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -340,7 +340,7 @@ func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
 	var n int64
 	var next *time.Time
 	err := retry(ctx, func() error {
-		return db.Pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
+		return db.pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
 	})
 	if err != nil || next == nil {
 		return n, time.Time{}, err
@@ -352,7 +352,7 @@ func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
 func (db *DB) NextPaused(ctx context.Context) (time.Time, error) {
 	var next *time.Time
 	err := retry(ctx, func() error {
-		return db.Pool.QueryRow(ctx, "SELECT min(timeout) FROM pepsi.state WHERE status = 'paused'").Scan(&next)
+		return db.pool.QueryRow(ctx, "SELECT min(timeout) FROM pepsi.state WHERE status = 'paused'").Scan(&next)
 	})
 	if err != nil || next == nil {
 		return time.Time{}, err

@@ -284,7 +284,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 		}
 	}
 	if held {
-		if err := db.Pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
 			return res, err
 		}
 	}
@@ -301,12 +301,12 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	sts := sel.statuses
 	if d != nil && slices.Contains(sts, Running) {
 		sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
-		if err := db.Pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
 			return res, err
 		}
 	}
 	if len(sts) > 0 {
-		if err := db.Pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
 			return res, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -48,13 +49,13 @@ func (f *fakeDispatcher) release(t *testing.T) {
 }
 
 // dirty gives rows the marks a redrive must clear.
-func dirty(t *testing.T, db *queue.DB, ids []int64) {
+func dirty(t *testing.T, db *pgtest.DB, ids []int64) {
 	t.Helper()
 	exec(t, db, `UPDATE pepsi.state SET attempts = 3, error = 'stage said no', dispatch_error = 'dispatcher said no',
 		timeout = now() + interval '1 day', updated_at = now() - interval '1 hour' WHERE id = ANY($1)`, ids)
 }
 
-func statuses(t *testing.T, db *queue.DB, ids []int64) []queue.Status {
+func statuses(t *testing.T, db *pgtest.DB, ids []int64) []queue.Status {
 	t.Helper()
 	out := make([]queue.Status, len(ids))
 	for i, id := range ids {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -174,7 +175,7 @@ func waitNotification(t testing.TB, conn *pgx.Conn, d time.Duration) *pgconn.Not
 // expectOnly checks that, of everything sent on channel so far, conn gets
 // exactly want notifications: it sends a sentinel after them (delivery
 // follows commit order) and expects the sentinel next.
-func expectOnly(t testing.TB, db *queue.DB, conn *pgx.Conn, channel string, want int) {
+func expectOnly(t testing.TB, db *pgtest.DB, conn *pgx.Conn, channel string, want int) {
 	t.Helper()
 	exec(t, db, "SELECT pg_notify($1, 'sentinel')", channel)
 	for i := 0; ; i++ {

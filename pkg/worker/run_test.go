@@ -25,7 +25,7 @@ import (
 // a claim by the dispatcher would.
 type fixture struct {
 	t    *testing.T
-	db   *queue.DB
+	db   *pgtest.DB
 	dsn  string
 	logs *bytes.Buffer
 }
