@@ -50,16 +50,6 @@ func (db *DB) RunningDispatcher(ctx context.Context) (*Dispatcher, error) {
 	return &d, nil
 }
 
-// DispatcherRunning reports whether a dispatcher holds the single-dispatcher
-// lock, and the server pid of its session.
-func (db *DB) DispatcherRunning(ctx context.Context) (bool, int32, error) {
-	d, err := db.RunningDispatcher(ctx)
-	if err != nil || d == nil {
-		return false, 0, err
-	}
-	return true, d.PID, nil
-}
-
 // Now returns the server's clock, for ages that do not depend on the
 // client's.
 func (db *DB) Now(ctx context.Context) (time.Time, error) {

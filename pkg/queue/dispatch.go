@@ -149,9 +149,9 @@ const (
 	PauseFor Verdict = "pause"
 )
 
-// NotMoved is the dispatch_error of a message whose stage answered 0
+// notMoved is the dispatch_error of a message whose stage answered 0
 // without moving it.
-const NotMoved = "stage reported success but did not move the message"
+const notMoved = "stage reported success but did not move the message"
 
 // Settle is one message's verdict, with the stage it was handed at.
 type Settle struct {
@@ -187,7 +187,7 @@ type Settled struct {
 // touched. A row running at another stage than it was handed at advanced
 // and goes back to pending whatever the verdict (its attempts start again
 // at 0). A row running at the same stage:
-//   - ok: the stage answered 0 without moving it: failed, NotMoved;
+//   - ok: the stage answered 0 without moving it: failed, notMoved;
 //   - next, done, pause: the transition the stage answered is applied;
 //   - requeue: it never ran: pending, the claim's attempt taken back;
 //   - fail: failed with the reason, or paused for delay × 2^(attempts-1)
@@ -232,7 +232,7 @@ WITH cur AS (
                            WHEN x.verdict = 'requeue' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
            dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('requeue', 'next', 'done', 'pause') THEN s.dispatch_error
-                                 WHEN x.verdict = 'ok' THEN '` + NotMoved + `'
+                                 WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
            updated_at = now()
       FROM cur x
@@ -309,20 +309,6 @@ func (db *DB) ResetRunning(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// ResetIDs puts the listed rows that are still running back to pending.
-func (db *DB) ResetIDs(ctx context.Context, ids []int64) (int64, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	var n int64
-	err := retry(ctx, func() error {
-		tag, err := db.pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE id = ANY($1) AND status = 'running'", ids)
-		n = tag.RowsAffected()
-		return err
-	})
-	return n, err
-}
-
 // resumeSQL flips due paused rows to pending and returns how many, and when
 // the next paused row falls due.
 const resumeSQL = `
@@ -333,20 +319,6 @@ WITH due AS (
 )
 SELECT (SELECT count(*) FROM due),
        (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now())`
-
-// ResumePaused flips paused rows that are due to pending and returns how
-// many it flipped and when the next paused row falls due (zero: none).
-func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
-	var n int64
-	var next *time.Time
-	err := retry(ctx, func() error {
-		return db.pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
-	})
-	if err != nil || next == nil {
-		return n, time.Time{}, err
-	}
-	return n, *next, nil
-}
 
 // NextPaused returns when the earliest paused row falls due (zero: none).
 func (db *DB) NextPaused(ctx context.Context) (time.Time, error) {

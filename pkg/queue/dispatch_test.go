@@ -94,10 +94,9 @@ func TestClaim(t *testing.T) {
 		t.Fatalf("second claim b: %v, want none left", ids)
 	}
 
-	// A requeued row is claimed again, with a second attempt, before later ones.
-	if _, err := db.ResetIDs(ctx, []int64{aPending[0]}); err != nil {
-		t.Fatal(err)
-	}
+	// A row put back (as the orphan sweep does) is claimed again, with a
+	// second attempt, before later ones.
+	exec(t, db, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE id = $1", aPending[0])
 	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
 	if err != nil || len(got) != 1 || got[0].ID != aPending[0] {
 		t.Fatalf("reclaim: %v, %v; want %d", got, err, aPending[0])
@@ -311,29 +310,6 @@ func TestResetRunning(t *testing.T) {
 	}
 	if n, err := db.ResetRunning(ctx); err != nil || n != 0 {
 		t.Fatalf("second ResetRunning = %d, %v", n, err)
-	}
-}
-
-func TestResetIDs(t *testing.T) {
-	t.Parallel()
-	db, _, ctx := newDB(t)
-	r := seed(t, db, "a", queue.Running, 3)
-	done := seed1(t, db, "a", queue.Done)
-	paused := seed1(t, db, "a", queue.Paused)
-	pending := seed1(t, db, "a", queue.Pending)
-	n, err := db.ResetIDs(ctx, []int64{r[0], r[2], done, paused, pending, 1 << 40})
-	if err != nil || n != 2 {
-		t.Fatalf("ResetIDs = %d, %v; want 2", n, err)
-	}
-	want := map[int64]queue.Status{r[0]: queue.Pending, r[1]: queue.Running, r[2]: queue.Pending,
-		done: queue.Done, paused: queue.Paused, pending: queue.Pending}
-	for id, st := range want {
-		if got := getState(t, db, id).Status; got != st {
-			t.Fatalf("row %d: %s, want %s", id, got, st)
-		}
-	}
-	if n, err := db.ResetIDs(ctx, nil); err != nil || n != 0 {
-		t.Fatalf("ResetIDs(nil) = %d, %v", n, err)
 	}
 }
 

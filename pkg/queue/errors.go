@@ -58,7 +58,7 @@ func IsTransient(err error) bool {
 // IsReadOnly reports whether err says the server is a read-only standby.
 func IsReadOnly(err error) bool {
 	code, _ := SQLState(err)
-	return errors.Is(err, ErrRecovery) || code == pgerrcode.ReadOnlySQLTransaction
+	return errors.Is(err, errRecovery) || code == pgerrcode.ReadOnlySQLTransaction
 }
 
 // IsServerShutdown reports whether err says the server is shutting down,
