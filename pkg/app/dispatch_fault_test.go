@@ -61,7 +61,7 @@ func testWorker(t *testing.T) string {
 // [pepsi-dispatch].
 type faultDB struct {
 	t    *testing.T
-	db   *queue.DB
+	db   *pgtest.DB
 	dsn  string
 	conf string
 }

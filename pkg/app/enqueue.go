@@ -77,7 +77,7 @@ func enqueue(c *cli.Context) error {
 		return err
 	}
 
-	db, err := queue.Open(c.Context, cfg.DSN, 2)
+	db, err := queue.Open(c.Context, cfg.DSN, queue.Options{App: commandName(c), MaxConns: 2})
 	if err != nil {
 		return err
 	}

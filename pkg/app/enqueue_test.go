@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 const stagesConf = "[stage-parse]\nPROGRAM = /bin/cat\n\n[stage-store]\nPROGRAM = /bin/cat\n"
@@ -36,7 +35,7 @@ func ids(t *testing.T, out string) []int64 {
 }
 
 // count returns the number of messages, and of queue rows.
-func count(t *testing.T, db *queue.DB) (messages, states int) {
+func count(t *testing.T, db *pgtest.DB) (messages, states int) {
 	t.Helper()
 	err := db.Pool.QueryRow(context.Background(),
 		"SELECT (SELECT count(*) FROM pepsi.message), (SELECT count(*) FROM pepsi.state)").Scan(&messages, &states)

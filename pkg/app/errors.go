@@ -57,11 +57,16 @@ func inCommand(c *cli.Context, err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	name := "pepsi"
+	return &cmdError{cmd: commandName(c), err: err}
+}
+
+// commandName is the name of the command c runs ("pepsi queue purge"),
+// or "pepsi".
+func commandName(c *cli.Context) string {
 	if c != nil && c.Command != nil && c.Command.HelpName != "" {
-		name = c.Command.HelpName
+		return c.Command.HelpName
 	}
-	return &cmdError{cmd: name, err: err}
+	return "pepsi"
 }
 
 // exitCode maps an error returned by the app to pepsi's exit status.

@@ -280,7 +280,7 @@ func TestManStats(t *testing.T) {
 	}
 	db, _ := pgtest.New(t)
 	var out bytes.Buffer
-	if err := metrics.WriteStatsText(&out, metrics.StatsOptions{Source: metrics.SourceOf(db), Stages: []string{"x"}}); err != nil {
+	if err := metrics.WriteStatsText(&out, metrics.StatsOptions{Source: metrics.SourceOf(db.DB), Stages: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
 	var text []string

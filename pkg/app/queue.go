@@ -54,11 +54,7 @@ func openQueue(c *cli.Context) (*queue.DB, *config.Config, error) {
 	if _, err := parseDSN(cfg); err != nil {
 		return nil, nil, err
 	}
-	name := "pepsi"
-	if c.Command != nil && c.Command.HelpName != "" {
-		name = c.Command.HelpName
-	}
-	db, err := queue.OpenAs(c.Context, cfg.DSN, 2, name)
+	db, err := queue.Open(c.Context, cfg.DSN, queue.Options{App: commandName(c), MaxConns: 2})
 	if err != nil {
 		return nil, nil, err
 	}

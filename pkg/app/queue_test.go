@@ -19,7 +19,7 @@ import (
 
 // seedQueue enqueues n messages at stage, sets their status, and returns
 // their ids in order.
-func seedQueue(t *testing.T, db *queue.DB, stage string, status queue.Status, n int) []int64 {
+func seedQueue(t *testing.T, db *pgtest.DB, stage string, status queue.Status, n int) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: stage, Payloads: make([][]byte, n)})
@@ -33,14 +33,14 @@ func seedQueue(t *testing.T, db *queue.DB, stage string, status queue.Status, n 
 	return ids
 }
 
-func sqlExec(t *testing.T, db *queue.DB, sql string, args ...any) {
+func sqlExec(t *testing.T, db *pgtest.DB, sql string, args ...any) {
 	t.Helper()
 	if _, err := db.Pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func stateOf(t *testing.T, db *queue.DB, id int64) (stage string, status queue.Status) {
+func stateOf(t *testing.T, db *pgtest.DB, id int64) (stage string, status queue.Status) {
 	t.Helper()
 	var st string
 	if err := db.Pool.QueryRow(context.Background(), "SELECT stage, status FROM pepsi.state WHERE id = $1", id).Scan(&stage, &st); err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // statsDB is a database with statistics and messages to report.
-func statsDB(t *testing.T) (*queue.DB, string) {
+func statsDB(t *testing.T) (*pgtest.DB, string) {
 	t.Helper()
 	db, dsn := pgtest.New(t)
 	err := db.AddStats(context.Background(), []queue.StageStats{

@@ -41,7 +41,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -145,9 +147,10 @@ func (o *Options) defaults() {
 // bench is one run.
 type bench struct {
 	o       Options
-	dsn     string // the benchmark database
-	db      *queue.DB
-	dir     string // configurations, logs, traces
+	dsn     string        // the benchmark database
+	db      *queue.DB     // what the product runs: pepsi's own statements
+	sql     *pgxpool.Pool // the bench's own statements (db.go)
+	dir     string        // configurations, logs, traces
 	report  *Report
 	stages  []string
 	started time.Time
@@ -215,10 +218,10 @@ func (b *bench) progress(format string, args ...any) {
 
 // setup creates the database, migrates it and adds the bench schema.
 func (b *bench) setup(ctx context.Context) error {
-	if err := queue.RecreateDatabase(ctx, b.o.DSN, b.o.Database); err != nil {
+	if err := pgadmin.Recreate(ctx, b.o.DSN, b.o.Database); err != nil {
 		return fmt.Errorf("create database %s: %w", b.o.Database, err)
 	}
-	b.dsn = queue.WithDatabase(b.o.DSN, b.o.Database)
+	b.dsn = pgadmin.WithDatabase(b.o.DSN, b.o.Database)
 	conn, err := pgx.Connect(ctx, b.dsn)
 	if err != nil {
 		return err
@@ -227,10 +230,13 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := queue.Migrate(ctx, conn); err != nil {
 		return err
 	}
-	if b.db, err = queue.Open(ctx, b.dsn, 4); err != nil {
+	if b.db, err = queue.Open(ctx, b.dsn, queue.Options{App: "pepsi bench", MaxConns: 4}); err != nil {
 		return err
 	}
-	return b.db.CreateBenchSchema(ctx)
+	if b.sql, err = openSQL(ctx, b.dsn); err != nil {
+		return err
+	}
+	return b.createSchema(ctx)
 }
 
 // teardown drops the database unless it is to be kept.
@@ -238,18 +244,21 @@ func (b *bench) teardown() {
 	if b.db != nil {
 		b.db.Close()
 	}
+	if b.sql != nil {
+		b.sql.Close()
+	}
 	if b.o.Keep {
 		fmt.Fprintf(b.o.Progress, "pepsi bench: database %s kept\n", b.o.Database)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = queue.DropDatabase(ctx, b.o.DSN, b.o.Database)
+	_ = pgadmin.Drop(ctx, b.o.DSN, b.o.Database)
 }
 
 // header records what the run ran on.
 func (b *bench) header(ctx context.Context) error {
-	st, err := b.db.Settings(ctx)
+	st, err := b.settings(ctx)
 	if err != nil {
 		return err
 	}
@@ -260,11 +269,6 @@ func (b *bench) header(ctx context.Context) error {
 		fmt.Sprintf("database %s; %d stages; pipelines: %d workers (%d per stage), QUEUE_LIMIT %d, MAX_MESSAGES %d",
 			b.o.Database, b.o.Stages, b.o.Stages*b.o.Parallelism, b.o.Parallelism, b.o.QueueLimit, maxMessages))
 	return nil
-}
-
-// reset empties the queue between runs.
-func (b *bench) reset(ctx context.Context) error {
-	return b.db.Empty(ctx)
 }
 
 // path is a file in the run's directory.

@@ -11,13 +11,13 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// commitCeiling runs queue.BenchCeilingSQL as single-statement transactions on conns
+// commitCeiling runs ceilingSQL as single-statement transactions on conns
 // connections, each on its own row, for d, and returns the transactions
 // per second, (on one connection) each transaction's latency, and what
 // the database used per transaction.
 func (b *bench) commitCeiling(ctx context.Context, conns int, d time.Duration) (float64, []time.Duration, perTx, error) {
 	var per perTx
-	if err := b.db.SeedCeiling(ctx, conns); err != nil {
+	if err := b.seedCeiling(ctx, conns); err != nil {
 		return 0, nil, per, err
 	}
 	cs := make([]*pgx.Conn, conns)
@@ -34,7 +34,7 @@ func (b *bench) commitCeiling(ctx context.Context, conns int, d time.Duration) (
 			return 0, nil, per, fmt.Errorf("commit ceiling: connection %d of %d: %w", i+1, conns, err)
 		}
 		cs[i] = c
-		if _, err := c.Exec(ctx, queue.BenchCeilingSQL, i+1); err != nil { // prepared, warm
+		if _, err := c.Exec(ctx, ceilingSQL, i+1); err != nil { // prepared, warm
 			return 0, nil, per, err
 		}
 	}
@@ -62,7 +62,7 @@ func (b *bench) commitCeiling(ctx context.Context, conns int, d time.Duration) (
 				if !t0.Before(deadline) {
 					break
 				}
-				if _, err := c.Exec(ctx, queue.BenchCeilingSQL, i+1); err != nil {
+				if _, err := c.Exec(ctx, ceilingSQL, i+1); err != nil {
 					mu.Lock()
 					first = err
 					mu.Unlock()

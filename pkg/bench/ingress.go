@@ -127,7 +127,7 @@ func (s ingressSide) tps() string {
 // status-line no-op stage, the one enqueued into) consumes what is
 // enqueued, in both, so that the same processes run in both.
 func (b *bench) ingress(ctx context.Context) error {
-	st, err := b.db.Settings(ctx)
+	st, err := b.settings(ctx)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func (b *bench) ingress(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.db.Pool.Exec(ctx, ingressSchema); err != nil {
+	if _, err := b.sql.Exec(ctx, ingressSchema); err != nil {
 		return fmt.Errorf("ingress: its tables: %w", err)
 	}
 	stage := b.stages[0]
@@ -172,13 +172,13 @@ func (b *bench) ingress(ctx context.Context) error {
 		if err := b.reset(ctx); err != nil {
 			return r, err
 		}
-		if _, err := b.db.Pool.Exec(ctx, ingressEmpty); err != nil {
+		if _, err := b.sql.Exec(ctx, ingressEmpty); err != nil {
 			return r, err
 		}
 		// Every run starts with no dirty buffers: the writes of the run
 		// before (and of the drain after a pepsi run) are not flushed
 		// during this one.
-		if _, err := b.db.Pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		if _, err := b.sql.Exec(ctx, "CHECKPOINT"); err != nil {
 			return r, fmt.Errorf("ingress: %w", err)
 		}
 		what := "plain INSERT"
@@ -186,7 +186,7 @@ func (b *bench) ingress(ctx context.Context) error {
 			what = "pepsi.enqueue()"
 		}
 		b.progress("ingress, %d clients: %s, run %d of %d, pgbench -T %d", clients, what, i+1, b.o.IngressRuns, secs)
-		cp0, err := b.db.Checkpoints(ctx)
+		cp0, err := b.checkpoints(ctx)
 		if err != nil {
 			return r, err
 		}
@@ -213,7 +213,7 @@ func (b *bench) ingress(ctx context.Context) error {
 		if err != nil {
 			return r, err
 		}
-		cp1, err := b.db.Checkpoints(ctx)
+		cp1, err := b.checkpoints(ctx)
 		if err != nil {
 			return r, err
 		}
@@ -225,7 +225,7 @@ func (b *bench) ingress(ctx context.Context) error {
 			r.busy, r.steal = float64(m1.busy-m0.busy)/float64(t), float64(m1.steal-m0.steal)/float64(t)
 		}
 		var app, outbox int64
-		if err := b.db.Pool.QueryRow(ctx, ingressRows).Scan(&app, &outbox); err != nil {
+		if err := b.sql.QueryRow(ctx, ingressRows).Scan(&app, &outbox); err != nil {
 			return r, err
 		}
 		wantOutbox := r.txs
@@ -257,7 +257,7 @@ func (b *bench) ingress(ctx context.Context) error {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	if _, err := b.db.Pool.Exec(ctx, ingressEmpty); err != nil {
+	if _, err := b.sql.Exec(ctx, ingressEmpty); err != nil {
 		return err
 	}
 	if _, err := d.stop(); err != nil {

@@ -207,7 +207,7 @@ func (b *bench) enqueueBatch(ctx context.Context, n int) (int64, error) {
 func (b *bench) waitIdle(ctx context.Context, d *dispatcher, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		idle, err := b.db.Idle(ctx)
+		idle, err := b.idle(ctx)
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func (b *bench) waitIdle(ctx context.Context, d *dispatcher, timeout time.Durati
 
 // checkDone fails unless every message from id first on is done.
 func (b *bench) checkDone(ctx context.Context, first int64) error {
-	notDone, sample, err := b.db.NotDoneFrom(ctx, first)
+	notDone, sample, err := b.notDoneFrom(ctx, first)
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func (b *bench) throughput(ctx context.Context, d *dispatcher, p pipeline, n int
 	if err := b.checkDone(ctx, first); err != nil {
 		return r, err
 	}
-	r.elapsed, err = b.db.SpanFrom(ctx, first)
+	r.elapsed, err = b.spanFrom(ctx, first)
 	return r, err
 }
 
@@ -336,7 +336,7 @@ func (b *bench) underLoad(ctx context.Context, d *dispatcher, rate float64, dur 
 	if err := b.checkDone(ctx, first); err != nil {
 		return 0, 0, 0, err
 	}
-	p50, p99, err = b.db.LatencyFrom(ctx, first)
+	p50, p99, err = b.latencyFrom(ctx, first)
 	return p50, p99, got, err
 }
 
@@ -362,12 +362,12 @@ func (b *bench) sample(ctx context.Context, pid int) (snapshot, error) {
 	if pid != 0 {
 		s.workers = cpuOf(children(pid))
 	}
-	pids, err := b.db.BackendPIDs(ctx)
+	pids, err := b.backendPIDs(ctx)
 	if err != nil {
 		return s, err
 	}
 	s.backends = cpuOf(pids)
-	s.checkpoints, err = b.db.Checkpoints(ctx)
+	s.checkpoints, err = b.checkpoints(ctx)
 	return s, err
 }
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 	"github.com/pepsi-dev/pepsi/pkg/worker"
 )
 
@@ -78,12 +77,12 @@ func Stage(ctx context.Context, o StageOptions) error {
 		made := false
 		fn = func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 			if !made {
-				if _, err := m.Tx.Exec(ctx, queue.BenchWorkRowSQL, slot); err != nil {
+				if _, err := m.Tx.Exec(ctx, workRowSQL, slot); err != nil {
 					return worker.Move{}, err
 				}
 				made = true
 			}
-			if _, err := m.Tx.Exec(ctx, queue.BenchWorkSQL, slot); err != nil {
+			if _, err := m.Tx.Exec(ctx, workSQL, slot); err != nil {
 				return worker.Move{}, err
 			}
 			return out, nil

@@ -53,7 +53,7 @@ func (b *bench) ceilings(ctx context.Context) error {
 	r.add(Figure{Key: "ceiling.latency.p50", Name: "commit latency p50, 1 connection", Value: ms(q[0]), Unit: "ms", Of: "(is the floor)"})
 	r.add(Figure{Key: "ceiling.latency.p99", Name: "commit latency p99, 1 connection", Value: ms(q[1]), Unit: "ms", Of: "(is the floor)"})
 	r.add(Figure{Key: "ceiling.c", Name: fmt.Sprintf("commit ceiling, %d connections", c), Value: tpsC, Unit: "tx/s", Of: "(is a ceiling)"})
-	r.note("commit ceiling: single-statement transactions of %q, each connection on its own row, for %v; nothing else running", queue.BenchCeilingSQL, d)
+	r.note("commit ceiling: single-statement transactions of %q, each connection on its own row, for %v; nothing else running", ceilingSQL, d)
 	r.note("commit ceiling, 1 connection: per transaction %s; %d connections: %s", per1, c, perC)
 	return nil
 }
@@ -102,7 +102,7 @@ func (b *bench) enqueue(ctx context.Context) error {
 	}
 	b.progress("INSERT … SELECT of %d messages", n)
 	start := time.Now()
-	if err := b.db.InsertSelect(ctx, n, b.stages[0]); err != nil {
+	if err := b.insertSelect(ctx, n, b.stages[0]); err != nil {
 		return err
 	}
 	ceiling := float64(n) / time.Since(start).Seconds()
@@ -119,7 +119,7 @@ func (b *bench) claim(ctx context.Context) error {
 		return nil
 	}
 	small := min(1_000, b.o.ClaimRows)
-	seed := func(from, to int) error { return b.db.SeedPending(ctx, from, to, len(b.stages)) }
+	seed := func(from, to int) error { return b.seedPending(ctx, from, to, len(b.stages)) }
 	caps := make([]queue.StageCap, len(b.stages))
 	for i, s := range b.stages {
 		caps[i] = queue.StageCap{Stage: s, Cap: 16}
@@ -127,7 +127,7 @@ func (b *bench) claim(ctx context.Context) error {
 	timeClaims := func() (time.Duration, error) {
 		var ds []time.Duration
 		for range 200 {
-			_, took, err := b.db.TimeClaim(ctx, caps)
+			_, took, err := b.timeClaim(ctx, caps)
 			if err != nil {
 				return 0, err
 			}
@@ -333,7 +333,7 @@ func (b *bench) wake(ctx context.Context) error {
 	acked := map[int64]time.Time{}
 	var first int64
 	for i := range b.o.WakeSamples {
-		id, err := queue.EnqueueOne(ctx, conn, b.stages[0])
+		id, err := queue.Enqueue(ctx, conn, b.stages[0], nil, nil)
 		if err != nil {
 			return err
 		}
@@ -346,7 +346,7 @@ func (b *bench) wake(ctx context.Context) error {
 	if err := b.waitIdle(ctx, d, time.Minute); err != nil {
 		return err
 	}
-	idle50, idle99, err := b.db.LatencyFrom(ctx, first)
+	idle50, idle99, err := b.latencyFrom(ctx, first)
 	if err != nil {
 		return err
 	}

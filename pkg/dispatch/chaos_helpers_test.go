@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 )
 
 // chaosDispatch is the [pepsi-dispatch] section of the fault tests: quick
@@ -308,34 +309,16 @@ type sessions struct {
 }
 
 // sessions lists the server sessions in the test database that are not the
-// test's own: the test's pool is held while looking, so that its
-// connections can be told apart by pid.
+// test's own (pgtest names those).
 func (b *bundle) sessions() sessions {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conns := b.db.Pool.AcquireAllIdle(ctx)
-	if len(conns) == 0 {
-		c, err := b.db.Pool.Acquire(ctx)
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		conns = []*pgxpool.Conn{c}
-	}
-	defer func() {
-		for _, c := range conns {
-			c.Release()
-		}
-	}()
-	var own []int32
-	for _, c := range conns {
-		own = append(own, int32(c.Conn().PgConn().PID()))
-	}
-	rows, err := conns[0].Query(ctx, `
+	rows, err := b.db.Pool.Query(ctx, `
 SELECT a.pid, a.application_name,
        EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)
   FROM pg_stat_activity a
- WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> ALL ($1)`, own)
+ WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.application_name NOT LIKE $1`, pgtest.App+" %")
 	if err != nil {
 		b.t.Fatal(err)
 	}

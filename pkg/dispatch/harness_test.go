@@ -59,7 +59,7 @@ func (b *syncBuffer) String() string {
 // bundle is a test's database, configuration and running dispatcher.
 type bundle struct {
 	t      testing.TB
-	db     *queue.DB
+	db     *pgtest.DB
 	dsn    string
 	cfg    *config.Config
 	path   string

@@ -61,7 +61,7 @@ func (l *lane) run(ctx context.Context, db *queue.DB, results chan<- *job) {
 		if queue.IsReadOnly(j.err) {
 			// A demoted primary: drop every connection so that the next
 			// ones find the new primary.
-			db.Pool.Reset()
+			db.Reset()
 		}
 		results <- j
 	}

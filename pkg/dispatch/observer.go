@@ -5,8 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -80,14 +78,14 @@ func (nopObserver) StderrDropped(string, int64, int64)   {}
 // reason names the kind of a database failure for Observer.ListenerReconnect
 // and Observer.QueueRetry.
 func reason(err error) string {
-	var pe *pgconn.PgError
+	code, isPg := queue.SQLState(err)
 	switch {
 	case queue.IsReadOnly(err):
 		return ReasonReadOnly
-	case errors.As(err, &pe) && (pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"):
+	case queue.IsServerShutdown(err):
 		return ReasonServerShutdown
-	case errors.As(err, &pe):
-		return "error_" + pe.Code
+	case isPg:
+		return "error_" + code
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return ReasonClosed
 	}

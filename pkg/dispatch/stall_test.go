@@ -51,10 +51,9 @@ func (b *bundle) stall() (release func()) {
 	}
 	b.t.Cleanup(release)
 	b.waitFor("a dispatcher statement waiting for the locks", time.Minute, func() bool {
-		// The workers write none of the locked tables: whoever waits
-		// for them is the dispatcher.
 		return b.int64(`SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+			WHERE datname = current_database() AND application_name LIKE 'pepsi dispatch %'
+			AND wait_event_type = 'Lock'`) > 0
 	})
 	return release
 }

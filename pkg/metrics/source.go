@@ -41,7 +41,7 @@ func (s *Source) DB(ctx context.Context) (*queue.DB, error) {
 	if s.db != nil {
 		return s.db, nil
 	}
-	db, err := queue.OpenAs(ctx, s.dsn, 1, s.name)
+	db, err := queue.Open(ctx, s.dsn, queue.Options{App: s.name, MaxConns: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (s *Source) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return db.Pool.Ping(ctx)
+	return db.Ping(ctx)
 }
 
 // Close closes the connection, if any.

@@ -6,12 +6,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -35,22 +38,33 @@ func Empty(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "pepsi_test_" + hex.EncodeToString(b[:])
-	if err := queue.RecreateDatabase(ctx, server, name); err != nil {
+	if err := pgadmin.Recreate(ctx, server, name); err != nil {
 		t.Fatalf("pgtest: create database on %s (set PEPSI_TEST_DSN): %v", server, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := queue.DropDatabase(ctx, server, name); err != nil {
+		if err := pgadmin.Drop(ctx, server, name); err != nil {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	return queue.WithDatabase(server, name)
+	return pgadmin.WithDatabase(server, name)
 }
 
-// New creates a migrated database, dropped when t ends, and returns a pool
-// on it (closed when t ends) and its DSN.
-func New(t testing.TB) (*queue.DB, string) {
+// App names the test's own sessions in pg_stat_activity: "pgtest pid N
+// on HOST", on both of DB's pools.
+const App = "pgtest"
+
+// DB is a test database: the product's pool on it (queue.DB), and Pool for
+// the test's own statements.
+type DB struct {
+	*queue.DB
+	Pool *pgxpool.Pool // the test's own SQL: fixtures and checks
+}
+
+// New creates a migrated database, dropped when t ends, and returns its
+// pools (closed when t ends) and its DSN.
+func New(t testing.TB) (*DB, string) {
 	t.Helper()
 	dsn := Empty(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -63,10 +77,22 @@ func New(t testing.TB) (*queue.DB, string) {
 		t.Fatalf("pgtest: migrate: %v", err)
 	}
 	conn.Close(ctx)
-	db, err := queue.Open(ctx, dsn, 8)
+	db, err := queue.Open(ctx, dsn, queue.Options{App: App, MaxConns: 8})
 	if err != nil {
 		t.Fatalf("pgtest: open: %v", err)
 	}
 	t.Cleanup(db.Close)
-	return db, dsn
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	cfg.MaxConns = 8
+	host, _ := os.Hostname()
+	cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", App, os.Getpid(), host)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgtest: open: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return &DB{DB: db, Pool: pool}, dsn
 }

@@ -4,38 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// OpenAs is Open with an application_name for the sessions (unless the DSN
-// names one), so that an administrator, or a dispatcher refused its lock,
-// sees who is connected: "pepsi queue purge pid 4242 on host".
-func OpenAs(ctx context.Context, dsn string, maxConns int32, name string) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bad DSN: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && name != "" {
-		host, _ := os.Hostname()
-		cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", name, os.Getpid(), host)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect: %w", describe(err))
-	}
-	return &DB{Pool: pool}, nil
-}
 
 // Dispatcher is what the database knows of the running dispatcher.
 type Dispatcher struct {
@@ -68,7 +40,7 @@ SELECT l.pid, coalesce(a.application_name, '')
 // session holds no lock until it has reconnected.
 func (db *DB) RunningDispatcher(ctx context.Context) (*Dispatcher, error) {
 	var d Dispatcher
-	err := db.Pool.QueryRow(ctx, dispatcherSQL, int64(dispatcherLock)).Scan(&d.PID, &d.Name)
+	err := db.pool.QueryRow(ctx, dispatcherSQL, int64(dispatcherLock)).Scan(&d.PID, &d.Name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -78,20 +50,10 @@ func (db *DB) RunningDispatcher(ctx context.Context) (*Dispatcher, error) {
 	return &d, nil
 }
 
-// DispatcherRunning reports whether a dispatcher holds the single-dispatcher
-// lock, and the server pid of its session.
-func (db *DB) DispatcherRunning(ctx context.Context) (bool, int32, error) {
-	d, err := db.RunningDispatcher(ctx)
-	if err != nil || d == nil {
-		return false, 0, err
-	}
-	return true, d.PID, nil
-}
-
 // Now returns the server's clock, for ages that do not depend on the
 // client's.
 func (db *DB) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := db.Pool.QueryRow(ctx, "SELECT now()").Scan(&now)
+	err := db.pool.QueryRow(ctx, "SELECT now()").Scan(&now)
 	return now, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -20,7 +21,7 @@ var (
 
 // seedBulk inserts pending rows (and done ones) spread round-robin over
 // benchStages with INSERT … SELECT generate_series, then analyzes.
-func seedBulk(t testing.TB, db *queue.DB, pending, done int) {
+func seedBulk(t testing.TB, db *pgtest.DB, pending, done int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -147,7 +148,7 @@ func TestClaimPlanUsesPendingIndex(t *testing.T) {
 	checkClaimPlan(t, "generic plan", []byte(generic))
 
 	// And the claim does what the plan promises.
-	got, err := db.Claim(ctx, []queue.StageCap{{Stage: "s0", Cap: 16}, {Stage: "s1", Cap: 16}, {Stage: "s2", Cap: 16}}, nil)
+	got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "s0", Cap: 16}, {Stage: "s1", Cap: 16}, {Stage: "s2", Cap: 16}}, nil)
 	if err != nil || len(got) != 48 {
 		t.Fatalf("claim on 20 000 pending rows: %d rows, %v", len(got), err)
 	}
@@ -229,7 +230,7 @@ func logPlan(b *testing.B, what, plan string) {
 }
 
 // newBenchDB is newDB for benchmarks.
-func newBenchDB(b *testing.B) (*queue.DB, string) {
+func newBenchDB(b *testing.B) (*pgtest.DB, string) {
 	db, dsn, _ := newDB(b)
 	return db, dsn
 }

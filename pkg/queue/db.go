@@ -1,13 +1,13 @@
 // Package queue is pepsi's data access layer: every SQL statement the
-// commands and the dispatcher run lives here (the schema lives in sql/).
+// commands and the dispatcher run lives here (the schema lives in sql/;
+// pepsi bench keeps its own tables and fixtures in pkg/bench).
 package queue
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,17 +46,32 @@ var ErrNotFound = errors.New("no such message")
 
 // DB is a pool of connections to a pepsi database.
 type DB struct {
-	Pool *pgxpool.Pool
+	pool *pgxpool.Pool
+}
+
+// Options are how Open sets up the pool.
+type Options struct {
+	// App names the sessions in pg_stat_activity: application_name
+	// "App pid N on HOST" (unless the DSN names them), so that an
+	// administrator, or a dispatcher refused its lock, sees who is
+	// connected: "pepsi queue purge pid 4242 on mx1".
+	App string
+	// MaxConns caps the pool; 0 leaves pgxpool's default.
+	MaxConns int32
 }
 
 // Open connects a pool to dsn and checks that the server answers.
-func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
+func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bad DSN: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && o.App != "" {
+		host, _ := os.Hostname()
+		cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", o.App, os.Getpid(), host)
 	}
 	cfg.ConnConfig.BuildContextWatcherHandler = cancelOnServer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -67,7 +82,7 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect: %w", describe(err))
 	}
-	return &DB{Pool: pool}, nil
+	return &DB{pool: pool}, nil
 }
 
 // cancelOnServer makes a cancelled context cancel the statement on the
@@ -79,53 +94,14 @@ func cancelOnServer(c *pgconn.PgConn) ctxwatch.Handler {
 }
 
 // Close closes every connection of the pool.
-func (db *DB) Close() { db.Pool.Close() }
+func (db *DB) Close() { db.pool.Close() }
 
-// describe shortens a connection error to its cause, keeping the
-// *pgconn.ConnectError in the chain for IsConnectFailure.
-func describe(err error) error {
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return &connectError{ce}
-	}
-	return err
-}
+// Reset drops every connection of the pool, so that the next ones are new
+// sessions: after a failover, on the new primary.
+func (db *DB) Reset() { db.pool.Reset() }
 
-type connectError struct{ ce *pgconn.ConnectError }
-
-func (e *connectError) Error() string { return e.ce.Unwrap().Error() }
-func (e *connectError) Unwrap() error { return e.ce }
-
-// IsConnectFailure reports whether err is a failure to reach the server,
-// which may go away when retried. A refused login (SQLSTATE class 28) or a
-// missing database (3D000) is not: retrying will not mend it.
-func IsConnectFailure(err error) bool {
-	var ce *pgconn.ConnectError
-	if !errors.As(err, &ce) {
-		return false
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") {
-		return false
-	}
-	return true
-}
-
-// IsTransient reports whether err is a serialization failure or deadlock
-// that is worth re-running.
-func IsTransient(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01"
-	}
-	return false
-}
-
-// IsReadOnly reports whether err says the server is a read-only standby.
-func IsReadOnly(err error) bool {
-	var pe *pgconn.PgError
-	return errors.Is(err, ErrRecovery) || (errors.As(err, &pe) && pe.Code == "25006")
-}
+// Ping checks that the server answers.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // retry runs fn, re-running it a few times while it fails transiently.
 func retry(ctx context.Context, fn func() error) error {
@@ -141,17 +117,6 @@ func retry(ctx context.Context, fn func() error) error {
 // inTx runs fn in a READ COMMITTED transaction, retried when transient.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, db.Pool, fn)
+		return pgx.BeginFunc(ctx, db.pool, fn)
 	})
-}
-
-// WithDatabase returns dsn (a URL or key=value string) pointed at database name.
-func WithDatabase(dsn, name string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		if u, err := url.Parse(dsn); err == nil {
-			u.Path = "/" + name
-			return u.String()
-		}
-	}
-	return dsn + " dbname=" + name
 }

@@ -59,20 +59,18 @@ SELECT id, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float
 UNION ALL
 SELECT id, stage, NULL FROM upd`
 
-// Claim moves pending rows to running, each stage up to its cap, and
-// appends them to dst. Order within the result is not defined.
-func (db *DB) Claim(ctx context.Context, caps []StageCap, dst []Claimed) ([]Claimed, error) {
+// Claim moves pending rows to running on q, each stage up to its cap, and
+// appends them to dst (in no defined order). q may be a transaction of the
+// caller's, which sees the claim undone if it rolls back (pepsi bench
+// times the claim so); a transient failure is returned, not retried. The
+// dispatcher claims with RunTurn.
+func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Claimed, error) {
 	args, ok := claimArgs(caps)
 	if !ok {
 		return dst, nil
 	}
-	start := len(dst)
-	var waits []Claimed
-	err := retry(ctx, func() error {
-		rows, err := db.Pool.Query(ctx, claimSQL, args...)
-		dst, waits, err = scanClaimed(rows, err, dst[:start], waits[:0])
-		return err
-	})
+	rows, err := q.Query(ctx, claimSQL, args...)
+	dst, _, err = scanClaimed(rows, err, dst, nil)
 	return dst, err
 }
 
@@ -164,9 +162,9 @@ const (
 	Pause Verdict = "pause"
 )
 
-// NotMoved is the dispatch_error of a message whose stage answered 0
+// notMoved is the dispatch_error of a message whose stage answered 0
 // without moving it.
-const NotMoved = "stage reported success but did not move the message"
+const notMoved = "stage reported success but did not move the message"
 
 // Settle is one message's verdict, with the stage it was handed at.
 type Settle struct {
@@ -203,7 +201,7 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 // touched. A row running at another stage than it was handed at advanced
 // and goes back to pending whatever the verdict (its attempts start again
 // at 0). A row running at the same stage:
-//   - ok: the stage answered 0 without moving it: failed, NotMoved;
+//   - ok: the stage answered 0 without moving it: failed, notMoved;
 //   - advance, finish, pause: the move the stage answered is made;
 //   - notrun: it never ran: pending, the claim's attempt taken back;
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
@@ -248,7 +246,7 @@ WITH cur AS (
                            WHEN x.verdict = 'notrun' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
            dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
-                                 WHEN x.verdict = 'ok' THEN '` + NotMoved + `'
+                                 WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
            updated_at = now()
       FROM cur x
@@ -267,7 +265,7 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 	args := settleArgs(vs)
 	start := len(dst)
 	err := retry(ctx, func() error {
-		rows, err := db.Pool.Query(ctx, settleSQL, args...)
+		rows, err := db.pool.Query(ctx, settleSQL, args...)
 		dst, err = scanSettled(rows, err, dst[:start])
 		return err
 	})
@@ -321,21 +319,7 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 func (db *DB) ResetRunning(ctx context.Context) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE status = 'running'")
-		n = tag.RowsAffected()
-		return err
-	})
-	return n, err
-}
-
-// ResetIDs puts the listed rows that are still running back to pending.
-func (db *DB) ResetIDs(ctx context.Context, ids []int64) (int64, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	var n int64
-	err := retry(ctx, func() error {
-		tag, err := db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE id = ANY($1) AND status = 'running'", ids)
+		tag, err := db.pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE status = 'running'")
 		n = tag.RowsAffected()
 		return err
 	})
@@ -353,25 +337,11 @@ WITH due AS (
 SELECT (SELECT count(*) FROM due),
        (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now())`
 
-// ResumePaused flips paused rows that are due to pending and returns how
-// many it flipped and when the next paused row falls due (zero: none).
-func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
-	var n int64
-	var next *time.Time
-	err := retry(ctx, func() error {
-		return db.Pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
-	})
-	if err != nil || next == nil {
-		return n, time.Time{}, err
-	}
-	return n, *next, nil
-}
-
 // NextPaused returns when the earliest paused row falls due (zero: none).
 func (db *DB) NextPaused(ctx context.Context) (time.Time, error) {
 	var next *time.Time
 	err := retry(ctx, func() error {
-		return db.Pool.QueryRow(ctx, "SELECT min(timeout) FROM pepsi.state WHERE status = 'paused'").Scan(&next)
+		return db.pool.QueryRow(ctx, "SELECT min(timeout) FROM pepsi.state WHERE status = 'paused'").Scan(&next)
 	})
 	if err != nil || next == nil {
 		return time.Time{}, err

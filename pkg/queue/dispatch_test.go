@@ -1,12 +1,9 @@
 package queue_test
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -44,7 +41,7 @@ func TestClaim(t *testing.T) {
 	}
 
 	dst := []queue.Claimed{{ID: -1, Stage: "kept"}}
-	got, err := db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 5}, {Stage: "c", Cap: 0}, {Stage: "nothing", Cap: 4}}, dst)
+	got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 5}, {Stage: "c", Cap: 0}, {Stage: "nothing", Cap: 4}}, dst)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
@@ -83,7 +80,7 @@ func TestClaim(t *testing.T) {
 	}
 
 	// The next claim takes the next ones.
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 1}, {Stage: "c", Cap: 2}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 3}, {Stage: "b", Cap: 1}, {Stage: "c", Cap: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +94,10 @@ func TestClaim(t *testing.T) {
 		t.Fatalf("second claim b: %v, want none left", ids)
 	}
 
-	// A requeued row is claimed again, with a second attempt, before later ones.
-	if _, err := db.ResetIDs(ctx, []int64{aPending[0]}); err != nil {
-		t.Fatal(err)
-	}
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
+	// A row put back (as the orphan sweep does) is claimed again, with a
+	// second attempt, before later ones.
+	exec(t, db, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE id = $1", aPending[0])
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
 	if err != nil || len(got) != 1 || got[0].ID != aPending[0] {
 		t.Fatalf("reclaim: %v, %v; want %d", got, err, aPending[0])
 	}
@@ -110,15 +106,15 @@ func TestClaim(t *testing.T) {
 	}
 
 	// Nothing to claim, or no capacity: no rows, no error.
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "a", Cap: 5}, {Stage: "b", Cap: 5}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 5}, {Stage: "b", Cap: 5}}, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with nothing pending: %v, %v", got, err)
 	}
-	got, err = db.Claim(ctx, []queue.StageCap{{Stage: "c", Cap: 0}}, nil)
+	got, err = queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "c", Cap: 0}}, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with no capacity: %v, %v", got, err)
 	}
-	got, err = db.Claim(ctx, nil, nil)
+	got, err = queue.Claim(ctx, db.Pool, nil, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claim with no stages: %v, %v", got, err)
 	}
@@ -131,7 +127,7 @@ func TestClaimCapsExact(t *testing.T) {
 	xs := seed(t, db, "x", queue.Pending, 200)
 	ys := seed(t, db, "y", queue.Pending, 50)
 	for _, caps := range [][2]int{{7, 49}, {1, 1}, {100, 0}, {92, 10}} {
-		got, err := db.Claim(ctx, []queue.StageCap{{Stage: "x", Cap: caps[0]}, {Stage: "y", Cap: caps[1]}}, nil)
+		got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "x", Cap: caps[0]}, {Stage: "y", Cap: caps[1]}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,29 +317,6 @@ func TestResetRunning(t *testing.T) {
 	}
 }
 
-func TestResetIDs(t *testing.T) {
-	t.Parallel()
-	db, _, ctx := newDB(t)
-	r := seed(t, db, "a", queue.Running, 3)
-	done := seed1(t, db, "a", queue.Done)
-	paused := seed1(t, db, "a", queue.Paused)
-	pending := seed1(t, db, "a", queue.Pending)
-	n, err := db.ResetIDs(ctx, []int64{r[0], r[2], done, paused, pending, 1 << 40})
-	if err != nil || n != 2 {
-		t.Fatalf("ResetIDs = %d, %v; want 2", n, err)
-	}
-	want := map[int64]queue.Status{r[0]: queue.Pending, r[1]: queue.Running, r[2]: queue.Pending,
-		done: queue.Done, paused: queue.Paused, pending: queue.Pending}
-	for id, st := range want {
-		if got := getState(t, db, id).Status; got != st {
-			t.Fatalf("row %d: %s, want %s", id, got, st)
-		}
-	}
-	if n, err := db.ResetIDs(ctx, nil); err != nil || n != 0 {
-		t.Fatalf("ResetIDs(nil) = %d, %v", n, err)
-	}
-}
-
 func TestResumePaused(t *testing.T) {
 	t.Parallel()
 	db, _, ctx := newDB(t)
@@ -402,22 +375,5 @@ func TestResumePaused(t *testing.T) {
 	}
 	if time.Until(futTimeout) < 50*time.Minute {
 		t.Fatalf("future timeout %v is not an hour away", futTimeout)
-	}
-}
-
-func TestIsTransient(t *testing.T) {
-	t.Parallel()
-	for code, want := range map[string]bool{"40001": true, "40P01": true, "55000": false, "23505": false, "": false} {
-		err := error(&pgconn.PgError{Code: code})
-		if got := queue.IsTransient(err); got != want {
-			t.Errorf("IsTransient(%s) = %v, want %v", code, got, want)
-		}
-		wrapped := errors.Join(errors.New("context"), err)
-		if got := queue.IsTransient(wrapped); got != want {
-			t.Errorf("IsTransient(wrapped %s) = %v, want %v", code, got, want)
-		}
-	}
-	if queue.IsTransient(nil) || queue.IsTransient(errors.New("40001")) {
-		t.Error("IsTransient true for a non-PgError")
 	}
 }

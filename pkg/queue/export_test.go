@@ -1,6 +1,9 @@
 package queue
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Test-only access to unexported parts for the external test package
 // (queue_test), which needs pkg/pgtest and so cannot live in package queue.
@@ -22,3 +25,41 @@ const SettleSQL = settleSQL
 
 // SettleArgs returns SettleSQL's arguments for vs.
 var SettleArgs = settleArgs
+
+// NotMoved is the dispatch_error of a message whose stage answered 0
+// without moving it.
+const NotMoved = notMoved
+
+// ErrRecovery is what Listener.Ping returns on a read-only standby.
+var ErrRecovery = errRecovery
+
+// HoldsLock reports whether the listener's session holds the
+// single-dispatcher lock.
+func (l *Listener) HoldsLock(ctx context.Context) (bool, error) {
+	var ok bool
+	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
+		  AND ((classid::bigint << 32) | objid::bigint) = $1)`, int64(dispatcherLock)).Scan(&ok)
+	return ok, err
+}
+
+// ResumePaused runs resumeSQL, which RunTurn batches, on its own: it flips
+// paused rows that are due to pending and returns how many it flipped and
+// when the next paused row falls due (zero: none).
+func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
+	var n int64
+	var next *time.Time
+	err := retry(ctx, func() error {
+		return db.pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
+	})
+	if err != nil || next == nil {
+		return n, time.Time{}, err
+	}
+	return n, *next, nil
+}
+
+// TakeSharedSQL takes the single-dispatcher lock shared for a transaction.
+const TakeSharedSQL = takeSharedSQL
+
+// DispatcherLock is the single-dispatcher lock key.
+const DispatcherLock = int64(dispatcherLock)

@@ -21,7 +21,7 @@ func testCtx(t testing.TB) context.Context {
 }
 
 // newDB is pgtest.New plus a context.
-func newDB(t testing.TB) (*queue.DB, string, context.Context) {
+func newDB(t testing.TB) (*pgtest.DB, string, context.Context) {
 	t.Helper()
 	db, dsn := pgtest.New(t)
 	return db, dsn, testCtx(t)
@@ -29,7 +29,7 @@ func newDB(t testing.TB) (*queue.DB, string, context.Context) {
 
 // seed inserts n messages at stage with the given status straight into the
 // tables and returns their ids in ascending (ingress) order.
-func seed(t testing.TB, db *queue.DB, stage string, status queue.Status, n int) []int64 {
+func seed(t testing.TB, db *pgtest.DB, stage string, status queue.Status, n int) []int64 {
 	t.Helper()
 	ctx := testCtx(t)
 	rows, err := db.Pool.Query(ctx, `
@@ -51,7 +51,7 @@ RETURNING id`, n, stage, string(status))
 }
 
 // seed1 inserts one message and returns its id.
-func seed1(t testing.TB, db *queue.DB, stage string, status queue.Status) int64 {
+func seed1(t testing.TB, db *pgtest.DB, stage string, status queue.Status) int64 {
 	t.Helper()
 	return seed(t, db, stage, status, 1)[0]
 }
@@ -74,7 +74,7 @@ func (r stateRow) same(o stateRow) bool {
 		deref(r.DispatchError) == deref(o.DispatchError) && deref(r.Error) == deref(o.Error) && r.UpdatedAt.Equal(o.UpdatedAt)
 }
 
-func getState(t testing.TB, db *queue.DB, id int64) stateRow {
+func getState(t testing.TB, db *pgtest.DB, id int64) stateRow {
 	t.Helper()
 	var r stateRow
 	var st string
@@ -87,14 +87,14 @@ func getState(t testing.TB, db *queue.DB, id int64) stateRow {
 	return r
 }
 
-func exec(t testing.TB, db *queue.DB, sql string, args ...any) {
+func exec(t testing.TB, db *pgtest.DB, sql string, args ...any) {
 	t.Helper()
 	if _, err := db.Pool.Exec(testCtx(t), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func count(t testing.TB, db *queue.DB, sql string, args ...any) int64 {
+func count(t testing.TB, db *pgtest.DB, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := db.Pool.QueryRow(testCtx(t), sql, args...).Scan(&n); err != nil {
@@ -104,7 +104,7 @@ func count(t testing.TB, db *queue.DB, sql string, args ...any) int64 {
 }
 
 // serverNow is the server's clock_timestamp().
-func serverNow(t testing.TB, db *queue.DB) time.Time {
+func serverNow(t testing.TB, db *pgtest.DB) time.Time {
 	t.Helper()
 	var now time.Time
 	if err := db.Pool.QueryRow(testCtx(t), "SELECT clock_timestamp()").Scan(&now); err != nil {

@@ -20,7 +20,7 @@ type Count struct {
 
 // Counts returns the number of messages per stage and status.
 func (db *DB) Counts(ctx context.Context) ([]Count, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT stage, status, count(*), min(updated_at)
+	rows, err := db.pool.Query(ctx, `SELECT stage, status, count(*), min(updated_at)
 		FROM pepsi.state GROUP BY stage, status ORDER BY stage, status`)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (db *DB) List(ctx context.Context, p ListParams) ([]Row, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT `+rowColumns+`
+	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns+`
 		  FROM pepsi.state s JOIN pepsi.message m USING (id)
 		 WHERE ($1 = '' OR s.stage = $1)
 		   AND ($2 = '' OR s.status = $2)
@@ -100,7 +100,7 @@ type Message struct {
 
 // Show returns one message, or ErrNotFound.
 func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload)
+	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload)
 		  FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.id = $1`, id)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 // Payload returns one message's payload, or ErrNotFound.
 func (db *DB) Payload(ctx context.Context, id int64) ([]byte, error) {
 	var p []byte
-	err := db.Pool.QueryRow(ctx, "SELECT payload FROM pepsi.message WHERE id = $1", id).Scan(&p)
+	err := db.pool.QueryRow(ctx, "SELECT payload FROM pepsi.message WHERE id = $1", id).Scan(&p)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

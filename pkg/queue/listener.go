@@ -22,8 +22,9 @@ type Listener struct {
 	channel string
 }
 
-// ErrRecovery is returned by Ping when the server is a read-only standby.
-var ErrRecovery = errors.New("server is in recovery (read-only standby)")
+// errRecovery is returned by Ping when the server is a read-only standby
+// (IsReadOnly holds for it).
+var errRecovery = errors.New("server is in recovery (read-only standby)")
 
 // ErrLocked is returned by TryLock when another session holds the lock.
 var ErrLocked = errors.New("another dispatcher holds the lock")
@@ -127,15 +128,6 @@ func (l *Listener) WaitLock(ctx context.Context) error {
 	return err
 }
 
-// HoldsLock reports whether this session holds the single-dispatcher lock.
-func (l *Listener) HoldsLock(ctx context.Context) (bool, error) {
-	var ok bool
-	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
-		  AND ((classid::bigint << 32) | objid::bigint) = $1)`, int64(dispatcherLock)).Scan(&ok)
-	return ok, err
-}
-
 // Listen records the ingress channel for the NOTIFY trigger and LISTENs on it.
 func (l *Listener) Listen(ctx context.Context) error {
 	if _, err := l.conn.Exec(ctx, "UPDATE pepsi.settings SET ingress_channel = $1 WHERE ingress_channel <> $1", l.channel); err != nil {
@@ -174,7 +166,7 @@ func (l *Listener) Ping(ctx context.Context) error {
 		return err
 	}
 	if ro {
-		return ErrRecovery
+		return errRecovery
 	}
 	return nil
 }

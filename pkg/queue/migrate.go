@@ -158,12 +158,12 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 	// Two statements: a query naming pepsi.schema_migration fails at parse
 	// time when the table does not exist, whatever a CASE around it says.
 	var exists bool
-	if err := db.Pool.QueryRow(ctx, "SELECT to_regclass('pepsi.schema_migration') IS NOT NULL").Scan(&exists); err != nil {
+	if err := db.pool.QueryRow(ctx, "SELECT to_regclass('pepsi.schema_migration') IS NOT NULL").Scan(&exists); err != nil {
 		return err
 	}
 	var current int
 	if exists {
-		if err := db.Pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM pepsi.schema_migration").Scan(&current); err != nil {
+		if err := db.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM pepsi.schema_migration").Scan(&current); err != nil {
 			return err
 		}
 	}

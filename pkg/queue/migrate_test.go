@@ -138,7 +138,7 @@ func TestCheckSchema(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.Empty(t)
 	ctx := testCtx(t)
-	db, err := queue.Open(ctx, dsn, 2)
+	db, err := queue.Open(ctx, dsn, queue.Options{App: "pepsi test", MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +154,10 @@ func TestCheckSchema(t *testing.T) {
 	}
 
 	// The migration table exists but is empty: still unmigrated.
-	exec(t, db, "CREATE SCHEMA pepsi")
-	exec(t, db, "CREATE TABLE pepsi.schema_migration (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+	if _, err := connect(t, dsn).Exec(ctx, `CREATE SCHEMA pepsi;
+		CREATE TABLE pepsi.schema_migration (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.CheckSchema(ctx); err == nil || !strings.Contains(err.Error(), "pepsi migrate") {
 		t.Fatalf("CheckSchema with an empty migration table: %v", err)
 	}

@@ -29,8 +29,8 @@ import (
 // DefaultBatch is how many rows Redrive and Purge change per transaction.
 const DefaultBatch = 10000
 
-// Redrivable lists the statuses Redrive moves back to pending.
-var Redrivable = []Status{Failed, Paused, Done, Running}
+// redrivable lists the statuses Redrive moves back to pending.
+var redrivable = []Status{Failed, Paused, Done, Running}
 
 // NotFoundError is a message id that does not exist; errors.Is(err,
 // ErrNotFound) holds for it.
@@ -64,7 +64,7 @@ type RedriveParams struct {
 	// exist. When empty, every message with Status (and Stage, if set) is
 	// redriven, in batches.
 	IDs     []int64
-	Status  Status // one of Redrivable
+	Status  Status // failed, paused, done or running
 	Stage   string
 	ToStage string // when set, the messages are put back at this stage
 	Batch   int    // rows per transaction, DefaultBatch when 0
@@ -135,12 +135,12 @@ func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
 	if len(p.IDs) > 0 {
 		return db.redriveIDs(ctx, p)
 	}
-	if !slices.Contains(Redrivable, p.Status) {
+	if !slices.Contains(redrivable, p.Status) {
 		return Repair{}, fmt.Errorf("cannot redrive %s messages (want failed, paused, done or running)", p.Status)
 	}
 	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, batch: p.Batch, progress: p.Progress}
 	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
-		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(Redrivable)); err != nil {
+		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(redrivable)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, notifySQL)
@@ -189,7 +189,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 				running++
 			}
 		}
-		allowed := Redrivable
+		allowed := redrivable
 		if running > 0 {
 			free, err := takeShared(ctx, tx)
 			if err != nil {
@@ -284,7 +284,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 		}
 	}
 	if held {
-		if err := db.Pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
 			return res, err
 		}
 	}
@@ -301,12 +301,12 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	sts := sel.statuses
 	if d != nil && slices.Contains(sts, Running) {
 		sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
-		if err := db.Pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
 			return res, err
 		}
 	}
 	if len(sts) > 0 {
-		if err := db.Pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
 			return res, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -48,13 +49,13 @@ func (f *fakeDispatcher) release(t *testing.T) {
 }
 
 // dirty gives rows the marks a redrive must clear.
-func dirty(t *testing.T, db *queue.DB, ids []int64) {
+func dirty(t *testing.T, db *pgtest.DB, ids []int64) {
 	t.Helper()
 	exec(t, db, `UPDATE pepsi.state SET attempts = 3, error = 'stage said no', dispatch_error = 'dispatcher said no',
 		timeout = now() + interval '1 day', updated_at = now() - interval '1 hour' WHERE id = ANY($1)`, ids)
 }
 
-func statuses(t *testing.T, db *queue.DB, ids []int64) []queue.Status {
+func statuses(t *testing.T, db *pgtest.DB, ids []int64) []queue.Status {
 	t.Helper()
 	out := make([]queue.Status, len(ids))
 	for i, id := range ids {
@@ -63,11 +64,11 @@ func statuses(t *testing.T, db *queue.DB, ids []int64) []queue.Status {
 	return out
 }
 
-func TestDispatcherRunning(t *testing.T) {
+func TestRunningDispatcher(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)
-	if ok, pid, err := db.DispatcherRunning(ctx); err != nil || ok || pid != 0 {
-		t.Fatalf("no dispatcher: DispatcherRunning = %v, %d, %v", ok, pid, err)
+	if d, err := db.RunningDispatcher(ctx); err != nil || d != nil {
+		t.Fatalf("no dispatcher: RunningDispatcher = %+v, %v", d, err)
 	}
 
 	// A repair's shared transaction lock is not a dispatcher, and while it
@@ -80,8 +81,8 @@ func TestDispatcherRunning(t *testing.T) {
 	if err := tx.QueryRow(ctx, queue.TakeSharedSQL, queue.DispatcherLock).Scan(&free); err != nil || !free {
 		t.Fatalf("shared lock with no dispatcher: %v, %v", free, err)
 	}
-	if ok, _, err := db.DispatcherRunning(ctx); err != nil || ok {
-		t.Fatalf("a shared lock counted as a dispatcher: %v, %v", ok, err)
+	if d, err := db.RunningDispatcher(ctx); err != nil || d != nil {
+		t.Fatalf("a shared lock counted as a dispatcher: %+v, %v", d, err)
 	}
 	l := dial(t, dsn, "pepsi_ingress")
 	if _, err := l.TryLock(ctx); !errors.Is(err, queue.ErrLocked) {
@@ -93,10 +94,6 @@ func TestDispatcherRunning(t *testing.T) {
 
 	if _, err := l.TryLock(ctx); err != nil {
 		t.Fatalf("TryLock after the repair: %v", err)
-	}
-	ok, pid, err := db.DispatcherRunning(ctx)
-	if err != nil || !ok || pid != int32(l.PID()) {
-		t.Fatalf("DispatcherRunning = %v, %d, %v; want true, %d", ok, pid, err, l.PID())
 	}
 	d, err := db.RunningDispatcher(ctx)
 	if err != nil || d == nil || d.PID != int32(l.PID()) || d.Name == "" {

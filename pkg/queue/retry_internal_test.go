@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -16,9 +17,9 @@ func TestRetryTransient(t *testing.T) {
 		calls int
 		ok    bool
 	}{
-		{"40001", 3, true},
-		{"40P01", 3, true},
-		{"23505", 1, false},
+		{pgerrcode.SerializationFailure, 3, true},
+		{pgerrcode.DeadlockDetected, 3, true},
+		{pgerrcode.UniqueViolation, 1, false},
 	} {
 		calls := 0
 		err := retry(context.Background(), func() error {
@@ -33,7 +34,7 @@ func TestRetryTransient(t *testing.T) {
 		}
 	}
 	calls := 0
-	err := retry(context.Background(), func() error { calls++; return &pgconn.PgError{Code: "40001"} })
+	err := retry(context.Background(), func() error { calls++; return &pgconn.PgError{Code: pgerrcode.SerializationFailure} })
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || calls != 5 {
 		t.Errorf("always failing: %d calls, err %v; want 5 calls and the error", calls, err)

@@ -2,22 +2,20 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 func sqlState(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
+	code, _ := queue.SQLState(err)
+	return code
 }
 
 func TestSQLEnqueue(t *testing.T) {
@@ -72,7 +70,7 @@ func TestSQLEnqueue(t *testing.T) {
 	// An empty stage is refused.
 	for _, stage := range []any{"", nil} {
 		_, err := db.Pool.Exec(ctx, "SELECT pepsi.enqueue($1::text, ''::bytea, '{}'::jsonb)", stage)
-		if sqlState(err) != "22023" {
+		if sqlState(err) != pgerrcode.InvalidParameterValue {
 			t.Fatalf("enqueue at stage %v: %v, want SQLSTATE 22023", stage, err)
 		}
 	}
@@ -100,7 +98,7 @@ func TestSQLTransitions(t *testing.T) {
 			id := seed1(t, db, "s", st)
 			before := getState(t, db, id)
 			_, err := db.Pool.Exec(ctx, c.sql, id)
-			if sqlState(err) != "55000" {
+			if sqlState(err) != pgerrcode.ObjectNotInPrerequisiteState {
 				t.Errorf("%s on a %s row: %v, want SQLSTATE 55000", c.name, st, err)
 			}
 			if after := getState(t, db, id); after.Status != before.Status || after.Stage != before.Stage ||
@@ -108,7 +106,7 @@ func TestSQLTransitions(t *testing.T) {
 				t.Errorf("%s on a %s row changed it: %+v → %+v", c.name, st, before, after)
 			}
 		}
-		if _, err := db.Pool.Exec(ctx, c.sql, int64(1<<40)); sqlState(err) != "55000" {
+		if _, err := db.Pool.Exec(ctx, c.sql, int64(1<<40)); sqlState(err) != pgerrcode.ObjectNotInPrerequisiteState {
 			t.Errorf("%s on a missing row: %v, want SQLSTATE 55000", c.name, err)
 		}
 	}
@@ -119,7 +117,7 @@ func TestSQLTransitions(t *testing.T) {
 	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "next" {
 		t.Fatalf("after advance: %+v, want running at next", r)
 	}
-	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, '')", id); sqlState(err) != "22023" {
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, '')", id); sqlState(err) != pgerrcode.InvalidParameterValue {
 		t.Fatalf("advance to an empty stage: %v, want 22023", err)
 	}
 	// It can advance again while still running.
@@ -177,7 +175,7 @@ func waitNotification(t testing.TB, conn *pgx.Conn, d time.Duration) *pgconn.Not
 // expectOnly checks that, of everything sent on channel so far, conn gets
 // exactly want notifications: it sends a sentinel after them (delivery
 // follows commit order) and expects the sentinel next.
-func expectOnly(t testing.TB, db *queue.DB, conn *pgx.Conn, channel string, want int) {
+func expectOnly(t testing.TB, db *pgtest.DB, conn *pgx.Conn, channel string, want int) {
 	t.Helper()
 	exec(t, db, "SELECT pg_notify($1, 'sentinel')", channel)
 	for i := 0; ; i++ {

@@ -97,7 +97,7 @@ func (db *DB) AddStats(ctx context.Context, stages []StageStats, d DispatchStats
 // ReadStats returns every stage's totals (by name) and the global totals.
 func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error) {
 	var d DispatchStats
-	rows, err := db.Pool.Query(ctx, `SELECT stage, processed, failed, timeouts, crashes, busy_seconds, updated_at
+	rows, err := db.pool.Query(ctx, `SELECT stage, processed, failed, timeouts, crashes, busy_seconds, updated_at
 		FROM pepsi.stage_stats ORDER BY stage`)
 	if err != nil {
 		return nil, d, err
@@ -110,7 +110,7 @@ func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error
 	if err != nil {
 		return nil, d, err
 	}
-	err = db.Pool.QueryRow(ctx, `SELECT claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, updated_at
+	err = db.pool.QueryRow(ctx, `SELECT claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, updated_at
 		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed, &d.Reset, &d.Orphans, &d.Expired, &d.UpdatedAt)
 	return stages, d, err
 }

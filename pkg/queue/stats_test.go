@@ -3,11 +3,12 @@ package queue_test
 import (
 	"testing"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // rowVersions returns xmin of every statistics row: unchanged means not written.
-func rowVersions(t *testing.T, db *queue.DB) (stages, dispatch string) {
+func rowVersions(t *testing.T, db *pgtest.DB) (stages, dispatch string) {
 	t.Helper()
 	ctx := testCtx(t)
 	if err := db.Pool.QueryRow(ctx, "SELECT coalesce(string_agg(stage || ':' || xmin::text, ',' ORDER BY stage), '') FROM pepsi.stage_stats").Scan(&stages); err != nil {

@@ -15,7 +15,7 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 	}
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.Pool.Exec(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now()
+		tag, err := db.pool.Exec(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now()
 			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))`, held, olderThan)
 		n = tag.RowsAffected()
 		return err
@@ -29,7 +29,7 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 func (db *DB) ExpireDone(ctx context.Context, after int64, olderThan time.Duration, batch int) (last, deleted int64, err error) {
 	err = retry(ctx, func() error {
 		var lastp *int64
-		err := db.Pool.QueryRow(ctx, `
+		err := db.pool.QueryRow(ctx, `
 WITH batch AS (
     SELECT id, status, updated_at FROM pepsi.state WHERE id > $1 ORDER BY id LIMIT $3
 ), del AS (

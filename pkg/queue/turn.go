@@ -55,7 +55,7 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 // SetArmed writes the wake flag on its own.
 func (db *DB) SetArmed(ctx context.Context, on bool) error {
 	return retry(ctx, func() error {
-		_, err := db.Pool.Exec(ctx, armSQL, on)
+		_, err := db.pool.Exec(ctx, armSQL, on)
 		return err
 	})
 }
@@ -89,7 +89,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if b.Len() == 0 {
 			return nil
 		}
-		br := db.Pool.SendBatch(ctx, b)
+		br := db.pool.SendBatch(ctx, b)
 		defer br.Close()
 		var err error
 		if t.Arm != ArmKeep {

@@ -16,7 +16,7 @@ type Churn struct {
 // or so of its commits).
 func (db *DB) StateChurn(ctx context.Context) (Churn, error) {
 	var c Churn
-	err := db.Pool.QueryRow(ctx, `
+	err := db.pool.QueryRow(ctx, `
 SELECT coalesce(n_live_tup, 0), coalesce(n_dead_tup, 0)
   FROM pg_stat_user_tables WHERE relid = 'pepsi.state'::regclass`).Scan(&c.Live, &c.Dead)
 	if err != nil {
@@ -29,7 +29,7 @@ SELECT coalesce(n_live_tup, 0), coalesce(n_dead_tup, 0)
 // holds it, in which case it does nothing. It runs outside a transaction
 // on a connection of its own for as long as it takes.
 func (db *DB) VacuumState(ctx context.Context) error {
-	if _, err := db.Pool.Exec(ctx, "VACUUM (SKIP_LOCKED) pepsi.state"); err != nil {
+	if _, err := db.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) pepsi.state"); err != nil {
 		return fmt.Errorf("vacuum pepsi.state: %w", err)
 	}
 	return nil

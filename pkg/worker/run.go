@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // Options configures Run.
@@ -344,7 +345,7 @@ func (r *runner) serve(ctx context.Context, line []byte) (protocol.Status, error
 		if ctx.Err() != nil {
 			return protocol.Status{}, ctx.Err()
 		}
-		if isTransient(err) && pass < maxPasses && !r.lost() {
+		if queue.IsTransient(err) && pass < maxPasses && !r.lost() {
 			r.log.Warn("transient error; running the message again", "id", id, "pass", pass, "err", err)
 			continue
 		}
@@ -473,10 +474,4 @@ func (r *runner) call(ctx context.Context, m *Message) (out Move, err error) {
 		}
 	}()
 	return r.fn(ctx, m)
-}
-
-// isTransient reports a serialization failure or deadlock, worth a retry.
-func isTransient(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -24,7 +25,7 @@ import (
 // a claim by the dispatcher would.
 type fixture struct {
 	t    *testing.T
-	db   *queue.DB
+	db   *pgtest.DB
 	dsn  string
 	logs *bytes.Buffer
 }
@@ -395,7 +396,7 @@ func TestRunTransient(t *testing.T) {
 			return worker.Move{}, err
 		}
 		if m.ID == ids[0] && calls[m.ID] == 1 || m.ID == ids[1] {
-			return worker.Move{}, &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access"}
+			return worker.Move{}, &pgconn.PgError{Severity: "ERROR", Code: pgerrcode.SerializationFailure, Message: "could not serialize access"}
 		}
 		return worker.Finish(), nil
 	}

@@ -29,8 +29,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 const usage = `usage: pepsi-demo reset | generate N | watch [--pid PID] [--timeout D] | summary | stats | totals`
@@ -98,36 +98,24 @@ func reset(ctx context.Context) error {
 	if server == "" {
 		return errors.New("PEPSI_DSN is not set")
 	}
-	cfg, err := pgx.ParseConfig(server)
-	if err != nil {
-		return fmt.Errorf("PEPSI_DSN: %w", err)
+	const hint = "the role needs CREATEDB; or point PEPSI_DSN at a server where it has it"
+	if err := pgadmin.Recreate(ctx, server, demoDB); err != nil {
+		return fmt.Errorf("%w (%s)", err, hint)
 	}
-	if cfg.Database == demoDB { // cannot drop the database we are in
-		cfg.Database = "postgres"
-	}
-	admin, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer admin.Close(ctx)
-	for _, sql := range []string{
-		"DROP DATABASE IF EXISTS " + demoDB + " WITH (FORCE)",
-		"CREATE DATABASE " + demoDB,
-		// The demo's data is throwaway: commits need not wait for the
-		// WAL to reach the disk (a crash may lose the last few; nothing
-		// else). A production pipeline keeps the default.
-		"ALTER DATABASE " + demoDB + " SET synchronous_commit = off",
-	} {
-		if _, err := admin.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("%s: %w (the role needs CREATEDB; or point PEPSI_DSN at a server where it has it)", sql, err)
-		}
-	}
-	dsn := queue.WithDatabase(server, demoDB)
+	dsn := pgadmin.WithDatabase(server, demoDB)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
+	// The demo's data is throwaway: commits need not wait for the WAL to
+	// reach the disk (a crash may lose the last few; nothing else). A
+	// production pipeline keeps the default. It holds for the sessions
+	// that come after this one: pepsi's.
+	const async = "ALTER DATABASE " + demoDB + " SET synchronous_commit = off"
+	if _, err := conn.Exec(ctx, async); err != nil {
+		return fmt.Errorf("%s: %w (%s)", async, err, hint)
+	}
 	if _, err := conn.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("demo schema: %w", err)
 	}

@@ -40,7 +40,7 @@ type Stage struct {
 // Pipeline is a database, its pepsi.conf and a dispatcher running on them.
 type Pipeline struct {
 	T      testing.TB
-	DB     *queue.DB // a pool on the database
+	DB     *pgtest.DB // the database's pools: the product's, and Pool for the test's own SQL
 	DSN    string
 	Path   string // the pepsi.conf written for the test
 	Config *config.Config

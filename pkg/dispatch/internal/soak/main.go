@@ -32,6 +32,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/internal/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -151,10 +152,10 @@ func (s *soak) run() (int, error) {
 // the test worker's tables.
 func (s *soak) createDB() error {
 	s.dbName = fmt.Sprintf("pepsi_soak_%d", time.Now().Unix())
-	if err := queue.RecreateDatabase(s.ctx, *dsnFlag, s.dbName); err != nil {
+	if err := pgadmin.Recreate(s.ctx, *dsnFlag, s.dbName); err != nil {
 		return err
 	}
-	s.dsn = queue.WithDatabase(*dsnFlag, s.dbName)
+	s.dsn = pgadmin.WithDatabase(*dsnFlag, s.dbName)
 	var err error
 	if s.conn, err = pgx.Connect(s.ctx, s.dsn); err != nil {
 		return err
@@ -176,14 +177,14 @@ func (s *soak) dropDB() {
 		s.logf("kept the database: %s", s.dsn)
 		return
 	}
-	if err := queue.DropDatabase(s.ctx, *dsnFlag, s.dbName); err != nil {
+	if err := pgadmin.Drop(s.ctx, *dsnFlag, s.dbName); err != nil {
 		s.logf("drop database: %v", err)
 	}
 }
 
 // enqueue puts N messages at parse with COPY, in chunks.
 func (s *soak) enqueue() error {
-	db, err := queue.Open(s.ctx, s.dsn, 2)
+	db, err := queue.Open(s.ctx, s.dsn, queue.Options{App: "pepsi soak", MaxConns: 2})
 	if err != nil {
 		return err
 	}
