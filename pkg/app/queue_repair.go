@@ -171,7 +171,7 @@ func heldError(res queue.Repair) error {
 		return nil
 	}
 	who := "a running dispatcher"
-	if d := res.Dispatcher; d != nil && d.PID != 0 {
+	if d := res.Holder; d != nil && d.PID != 0 {
 		who = "the running dispatcher (" + d.String() + ")"
 	}
 	return fmt.Errorf("left %s alone: held by %s; stop it first", plural(res.Held, "running message"), who)

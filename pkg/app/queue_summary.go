@@ -42,7 +42,7 @@ func queueSummary(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := db.RunningDispatcher(c.Context)
+	d, err := db.LockHolder(c.Context)
 	if err != nil {
 		return err
 	}

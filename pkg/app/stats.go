@@ -47,7 +47,7 @@ var statsFormats = map[string]func(io.Writer, *statsSnapshot) error{
 // statsSnapshot is everything pepsi stats reports, read at one time.
 type statsSnapshot struct {
 	Time       time.Time           `json:"time"`
-	Dispatcher *queue.Dispatcher   `json:"-"`
+	Dispatcher *queue.LockHolder   `json:"-"`
 	Stages     []queue.StageStats  `json:"stages"`
 	Dispatch   queue.DispatchStats `json:"dispatch"`
 	Queue      []queueCount        `json:"queue"`
@@ -97,7 +97,7 @@ func stats(c *cli.Context) error {
 	if snap.Time, err = db.Now(c.Context); err != nil {
 		return err
 	}
-	if snap.Dispatcher, err = db.RunningDispatcher(c.Context); err != nil {
+	if snap.Dispatcher, err = db.LockHolder(c.Context); err != nil {
 		return err
 	}
 	snap.Queue = make([]queueCount, len(counts))

@@ -311,7 +311,7 @@ func (b *bench) ingress(ctx context.Context) error {
 }
 
 // consumerCPU is the CPU the dispatcher and its stage programs have used.
-func (b *bench) consumerCPU(d *dispatcher) (time.Duration, error) {
+func (b *bench) consumerCPU(d *dispatchProc) (time.Duration, error) {
 	c, err := procCPU(d.pid)
 	if err != nil {
 		return 0, err

@@ -90,8 +90,8 @@ func (b *bench) env(conf, trace string) []string {
 	return env
 }
 
-// dispatcher is a "pepsi dispatch" child process.
-type dispatcher struct {
+// dispatchProc is a "pepsi dispatch" child process.
+type dispatchProc struct {
 	cmd  *exec.Cmd
 	pid  int
 	log  string
@@ -101,12 +101,12 @@ type dispatcher struct {
 
 // startDispatcher starts "pepsi dispatch" on the pipeline and waits until
 // it has taken the lock and listens.
-func (b *bench) startDispatcher(ctx context.Context, p pipeline) (*dispatcher, error) {
+func (b *bench) startDispatcher(ctx context.Context, p pipeline) (*dispatchProc, error) {
 	conf, err := b.conf(p)
 	if err != nil {
 		return nil, err
 	}
-	d := &dispatcher{log: b.path(strings.ReplaceAll(p.name, " ", "-") + ".log"), done: make(chan struct{})}
+	d := &dispatchProc{log: b.path(strings.ReplaceAll(p.name, " ", "-") + ".log"), done: make(chan struct{})}
 	logf, err := os.Create(d.log)
 	if err != nil {
 		return nil, err
@@ -145,7 +145,7 @@ func (b *bench) startDispatcher(ctx context.Context, p pipeline) (*dispatcher, e
 }
 
 // alive returns an error if the dispatcher has exited.
-func (d *dispatcher) alive() error {
+func (d *dispatchProc) alive() error {
 	select {
 	case <-d.done:
 		data, _ := os.ReadFile(d.log)
@@ -157,7 +157,7 @@ func (d *dispatcher) alive() error {
 
 // stop sends SIGTERM, waits, and returns the peak RSS the kernel recorded
 // for the process (wait4's ru_maxrss), in bytes.
-func (d *dispatcher) stop() (int64, error) {
+func (d *dispatchProc) stop() (int64, error) {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.done:
@@ -204,7 +204,7 @@ func (b *bench) enqueueBatch(ctx context.Context, n int) (int64, error) {
 }
 
 // waitIdle waits until every message is done or failed.
-func (b *bench) waitIdle(ctx context.Context, d *dispatcher, timeout time.Duration) error {
+func (b *bench) waitIdle(ctx context.Context, d *dispatchProc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		idle, err := b.idle(ctx)
@@ -257,7 +257,7 @@ type runResult struct {
 
 // throughput warms the pipeline up (every worker started), then sends n
 // messages through it in one batch and measures.
-func (b *bench) throughput(ctx context.Context, d *dispatcher, p pipeline, n int) (runResult, error) {
+func (b *bench) throughput(ctx context.Context, d *dispatchProc, p pipeline, n int) (runResult, error) {
 	r := runResult{messages: n}
 	if _, err := b.enqueueBatch(ctx, p.workers()*p.queueLimit); err != nil {
 		return r, err
@@ -304,7 +304,7 @@ func (b *bench) throughput(ctx context.Context, d *dispatcher, p pipeline, n int
 // every 10 ms, waits until they are done, and returns the enqueue → done
 // latency's p50 and p99 (message created_at to the done transition's
 // updated_at, both the database's clock) and the rate it reached.
-func (b *bench) underLoad(ctx context.Context, d *dispatcher, rate float64, dur time.Duration) (p50, p99 time.Duration, got float64, err error) {
+func (b *bench) underLoad(ctx context.Context, d *dispatchProc, rate float64, dur time.Duration) (p50, p99 time.Duration, got float64, err error) {
 	var first int64
 	sent := 0
 	start := time.Now()

@@ -84,7 +84,7 @@ type statsSnapshot struct {
 	stages     []queue.StageStats
 	dispatch   queue.DispatchStats
 	queue      queueCounts
-	dispatcher *queue.Dispatcher
+	dispatcher *queue.LockHolder
 }
 
 func readStats(ctx context.Context, src *Source) (*statsSnapshot, error) {
@@ -99,7 +99,7 @@ func readStats(ctx context.Context, src *Source) (*statsSnapshot, error) {
 	if s.queue, err = readCounts(ctx, src); err != nil {
 		return nil, err
 	}
-	if s.dispatcher, err = db.RunningDispatcher(ctx); err != nil {
+	if s.dispatcher, err = db.LockHolder(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -9,14 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Dispatcher is what the database knows of the running dispatcher.
-type Dispatcher struct {
+// LockHolder is the session that holds the single-dispatcher lock: what the
+// database knows of the running dispatcher.
+type LockHolder struct {
 	PID  int32  // server pid of the session holding the single-dispatcher lock
 	Name string // its application_name ("pepsi dispatch pid N on HOST"), "" when unknown
 }
 
 // String describes the dispatcher for a message.
-func (d *Dispatcher) String() string {
+func (d *LockHolder) String() string {
 	if d.Name != "" {
 		return fmt.Sprintf("%s, server pid %d", d.Name, d.PID)
 	}
@@ -35,11 +36,11 @@ SELECT l.pid, coalesce(a.application_name, '')
    AND ((l.classid::bigint << 32) | l.objid::bigint) = $1
  LIMIT 1`
 
-// RunningDispatcher returns the dispatcher that holds the lock, or nil
+// LockHolder returns the session that holds the lock, or nil
 // when none runs. A dispatcher that is reconnecting after losing its
 // session holds no lock until it has reconnected.
-func (db *DB) RunningDispatcher(ctx context.Context) (*Dispatcher, error) {
-	var d Dispatcher
+func (db *DB) LockHolder(ctx context.Context) (*LockHolder, error) {
+	var d LockHolder
 	err := db.pool.QueryRow(ctx, dispatcherSQL, int64(dispatcherLock)).Scan(&d.PID, &d.Name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

@@ -54,8 +54,8 @@ type Repair struct {
 	Changed int64 // rows redriven or purged (with DryRun: that would be)
 	Held    int64 // running rows left alone because a dispatcher holds them
 	Pending int64 // Redrive by id: rows already pending, left alone
-	// Dispatcher is the dispatcher that holds the Held rows (nil when Held is 0).
-	Dispatcher *Dispatcher
+	// Holder is the dispatcher that holds the Held rows (nil when Held is 0).
+	Holder *LockHolder
 }
 
 // RedriveParams says which messages Redrive puts back.
@@ -294,7 +294,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 // count is a dry run of batches.
 func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	var res Repair
-	d, err := db.RunningDispatcher(ctx)
+	d, err := db.LockHolder(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -311,7 +311,7 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 		}
 	}
 	if res.Held > 0 {
-		res.Dispatcher = d
+		res.Holder = d
 	}
 	return res, nil
 }
@@ -321,14 +321,14 @@ func (db *DB) holder(ctx context.Context, res *Repair) error {
 	if res.Held == 0 {
 		return nil
 	}
-	d, err := db.RunningDispatcher(ctx)
+	d, err := db.LockHolder(ctx)
 	if err != nil {
 		return err
 	}
 	if d == nil { // it stopped meanwhile
-		d = &Dispatcher{}
+		d = &LockHolder{}
 	}
-	res.Dispatcher = d
+	res.Holder = d
 	return nil
 }
 

@@ -67,8 +67,8 @@ func statuses(t *testing.T, db *pgtest.DB, ids []int64) []queue.Status {
 func TestRunningDispatcher(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)
-	if d, err := db.RunningDispatcher(ctx); err != nil || d != nil {
-		t.Fatalf("no dispatcher: RunningDispatcher = %+v, %v", d, err)
+	if d, err := db.LockHolder(ctx); err != nil || d != nil {
+		t.Fatalf("no dispatcher: LockHolder = %+v, %v", d, err)
 	}
 
 	// A repair's shared transaction lock is not a dispatcher, and while it
@@ -81,7 +81,7 @@ func TestRunningDispatcher(t *testing.T) {
 	if err := tx.QueryRow(ctx, queue.TakeSharedSQL, queue.DispatcherLock).Scan(&free); err != nil || !free {
 		t.Fatalf("shared lock with no dispatcher: %v, %v", free, err)
 	}
-	if d, err := db.RunningDispatcher(ctx); err != nil || d != nil {
+	if d, err := db.LockHolder(ctx); err != nil || d != nil {
 		t.Fatalf("a shared lock counted as a dispatcher: %+v, %v", d, err)
 	}
 	l := dial(t, dsn, "pepsi_ingress")
@@ -95,9 +95,9 @@ func TestRunningDispatcher(t *testing.T) {
 	if _, err := l.TryLock(ctx); err != nil {
 		t.Fatalf("TryLock after the repair: %v", err)
 	}
-	d, err := db.RunningDispatcher(ctx)
+	d, err := db.LockHolder(ctx)
 	if err != nil || d == nil || d.PID != int32(l.PID()) || d.Name == "" {
-		t.Fatalf("RunningDispatcher = %+v, %v", d, err)
+		t.Fatalf("LockHolder = %+v, %v", d, err)
 	}
 
 	// With the dispatcher running, the shared lock cannot be had.
@@ -186,7 +186,7 @@ func TestRedriveRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed != 0 || res.Held != 3 || res.Dispatcher == nil || res.Dispatcher.PID != l.pid {
+	if res.Changed != 0 || res.Held != 3 || res.Holder == nil || res.Holder.PID != l.pid {
 		t.Fatalf("Redrive of running rows with a dispatcher = %+v", res)
 	}
 	if st := statuses(t, db, run); slices.ContainsFunc(st, func(s queue.Status) bool { return s != queue.Running }) {
@@ -232,7 +232,7 @@ func TestRedriveIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed != 3 || res.Held != 1 || res.Pending != 1 || res.Dispatcher == nil || res.Dispatcher.PID != int32(l.PID()) {
+	if res.Changed != 3 || res.Held != 1 || res.Pending != 1 || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
 		t.Fatalf("Redrive by id = %+v", res)
 	}
 	for _, id := range []int64{failed[0], paused, done} {
@@ -310,7 +310,7 @@ func TestPurgeRunning(t *testing.T) {
 	l := holdLock(t, dsn)
 	for _, dry := range []bool{true, false} {
 		res, err := db.Purge(ctx, queue.PurgeParams{Status: queue.Running, DryRun: dry})
-		if err != nil || res.Changed != 0 || res.Held != 5 || res.Dispatcher == nil || res.Dispatcher.PID != l.pid {
+		if err != nil || res.Changed != 0 || res.Held != 5 || res.Holder == nil || res.Holder.PID != l.pid {
 			t.Fatalf("Purge (dry run %v) with a dispatcher = %+v, %v", dry, res, err)
 		}
 	}
@@ -327,7 +327,7 @@ func TestPurgeRunning(t *testing.T) {
 			l2 = lockAsDispatcher(t, dsn)
 		}
 	}})
-	if err != nil || res.Changed != 2 || res.Held != 3 || res.Dispatcher == nil || res.Dispatcher.PID != int32(l2.PID()) {
+	if err != nil || res.Changed != 2 || res.Held != 3 || res.Holder == nil || res.Holder.PID != int32(l2.PID()) {
 		t.Fatalf("Purge with a dispatcher starting = %+v, %v", res, err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1)", run[2:]); n != 3 {
