@@ -219,5 +219,5 @@ func (d *Dispatcher) held(ids []int64) []int64 {
 // idleFlushGap).
 func (d *Dispatcher) flushDue(now time.Time) bool {
 	return d.tally.dirty && (!now.Before(d.lastFlush.Add(d.cfg.Dispatch.StatsInterval)) ||
-		(d.idle() && !now.Before(d.lastFlush.Add(idleFlushGap))))
+		(!now.Before(d.lastFlush.Add(idleFlushGap)) && d.idle()))
 }
