@@ -81,6 +81,18 @@ func (u *unit) worker(stage string, ids ...int64) *worker {
 	return w
 }
 
+// sent returns the job the loop handed to l; the test fails if there is none.
+func (u *unit) sent(l *lane) *job {
+	u.t.Helper()
+	select {
+	case j := <-l.jobs:
+		return j
+	default:
+		u.t.Fatal("no job was started")
+		return nil
+	}
+}
+
 // fed returns what w was written since the last call.
 func fed(w *worker) string {
 	var b strings.Builder
@@ -318,7 +330,7 @@ func TestFinishClaimFailed(t *testing.T) {
 	if j == nil || !j.turn.Resume || j.turn.Arm != queue.ArmOff || u.checkPause {
 		t.Fatalf("claim not started as expected: %+v", j)
 	}
-	<-u.claimer.jobs
+	u.sent(&u.claimer)
 	j.err = errors.New("connection refused")
 	u.finishJob(j, u.at)
 	if !u.checkPause || u.waker.write != queue.ArmOff {
@@ -336,7 +348,7 @@ func TestFinishSettle(t *testing.T) {
 	u := newUnit(t)
 	u.settles = []queue.Settle{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	u.startSettle()
-	j := <-u.settler.jobs
+	j := u.sent(&u.settler)
 	due := u.at.Add(time.Minute)
 	j.res.Settled = []queue.Settled{
 		{ID: 1, Before: queue.Running, After: queue.Pending, Stage: "b", Handed: "a"},
@@ -362,7 +374,7 @@ func TestFinishSettle(t *testing.T) {
 	// A failed settle keeps its verdicts, ahead of the newer ones.
 	u.settles = []queue.Settle{{ID: 5}}
 	u.startSettle()
-	j = <-u.settler.jobs
+	j = u.sent(&u.settler)
 	u.settles = append(u.settles, queue.Settle{ID: 6})
 	j.err = errors.New("timeout")
 	u.finishJob(j, u.at)
@@ -377,7 +389,7 @@ func TestFinishChore(t *testing.T) {
 	u.orphansNow = true
 	u.lastFlush = u.at.Add(-time.Minute)
 	u.startChore(u.at)
-	j := <-u.chores.jobs
+	j := u.sent(&u.chores)
 	c := &j.chore
 	if c.want != stepOrphans|stepFlush || c.age != 0 || u.tally.dirty {
 		t.Fatalf("chore %+v, tally dirty %v", c, u.tally.dirty)
@@ -409,14 +421,14 @@ func TestStopWrapUp(t *testing.T) {
 		t.Fatal("wrapping up with a verdict unsettled")
 	}
 	u.startJobs(u.at)
-	j := <-u.settler.jobs
+	j := u.sent(&u.settler)
 	if u.readyToWrapUp() {
 		t.Fatal("wrapping up while a settle runs")
 	}
 	u.finishJob(j, u.at)
 	u.tally.dirty = true
 	u.startJobs(u.at)
-	j = <-u.chores.jobs
+	j = u.sent(&u.chores)
 	if !j.chore.final || j.chore.want != stepFlush|stepDisarm {
 		t.Fatalf("last chore %+v", j.chore)
 	}
