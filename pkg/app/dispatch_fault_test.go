@@ -44,7 +44,7 @@ func testWorker(t *testing.T) string {
 	bin := binary(t)
 	workerOnce.Do(func() {
 		workerPath = filepath.Join(filepath.Dir(bin), "testworker")
-		out, err := exec.Command("go", "build", "-o", workerPath, "github.com/pepsi-dev/pepsi/pkg/dispatch/internal/testworker").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", workerPath, "github.com/pepsi-dev/pepsi/internal/testworker").CombinedOutput()
 		if err != nil {
 			workerErr = &buildError{err, out}
 		}

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testWorker = filepath.Join(dir, "testworker")
-	out, err := exec.Command("go", "build", "-o", testWorker, "./internal/testworker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", testWorker, "github.com/pepsi-dev/pepsi/internal/testworker").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build testworker: %v\n%s", err, out)
 		os.Exit(1)

@@ -20,9 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// testWorker is the dispatcher's test stage program, built for these tests
-// (an internal package of pkg/dispatch may not be imported from here, but
-// it may be built).
+// testWorker is the dispatcher's test stage program, built for these tests.
 var testWorker string
 
 func TestMain(m *testing.M) {
@@ -32,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testWorker = filepath.Join(dir, "testworker")
-	out, err := exec.Command("go", "build", "-o", testWorker, "github.com/pepsi-dev/pepsi/pkg/dispatch/internal/testworker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", testWorker, "github.com/pepsi-dev/pepsi/internal/testworker").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build testworker: %v\n%s", err, out)
 		os.Exit(1)
