@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/worker/workertest"
 )
+
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // inCI is set by .ci/run's environment: there every example must run.
 var inCI = os.Getenv("CI") == "true"
@@ -30,10 +33,7 @@ func need(t *testing.T, what, install string, check ...string) {
 // TestExamples runs each example as both stages of a two-stage pipeline
 // under a real dispatcher and checks where every message ends.
 func TestExamples(t *testing.T) {
-	goStage := filepath.Join(t.TempDir(), "stage")
-	if out, err := exec.Command("go", "build", "-o", goStage, "./go/stage").CombinedOutput(); err != nil {
-		t.Fatalf("build contrib/go/stage: %v\n%s", err, out)
-	}
+	goStage := testkit.Build(t, "github.com/pepsi-dev/pepsi/contrib/go/stage")
 	abs := func(p string) string {
 		a, err := filepath.Abs(p)
 		if err != nil {

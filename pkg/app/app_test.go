@@ -7,11 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
 // result is what one run of pepsi left behind.
@@ -88,46 +89,14 @@ func queryInt(t *testing.T, dsn, sql string, args ...any) int {
 	return n
 }
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
 // binary builds cmd/pepsi once per test run (with version "test") and
 // returns its path.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "pepsi-app-test-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-ldflags", "-X main.version=test", "-o", filepath.Join(buildDir, "pepsi"), "github.com/pepsi-dev/pepsi/cmd/pepsi")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = &buildError{err, out}
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build pepsi: %v", buildErr)
-	}
-	return filepath.Join(buildDir, "pepsi")
+	return testkit.Build(t, "github.com/pepsi-dev/pepsi/cmd/pepsi", "-ldflags", "-X main.version=test")
 }
 
-type buildError struct {
-	err error
-	out []byte
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // exe runs the built binary (or a symlink to it) with stdin and returns
 // its exit status and output.

@@ -21,68 +21,38 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-var (
-	workerOnce sync.Once
-	workerPath string
-	workerErr  error
-)
-
-// testWorker builds the dispatcher tests' stage program next to the binary.
-func testWorker(t *testing.T) string {
-	t.Helper()
-	bin := binary(t)
-	workerOnce.Do(func() {
-		workerPath = filepath.Join(filepath.Dir(bin), "testworker")
-		out, err := exec.Command("go", "build", "-o", workerPath, "github.com/pepsi-dev/pepsi/pkg/dispatch/internal/testworker").CombinedOutput()
-		if err != nil {
-			workerErr = &buildError{err, out}
-		}
-	})
-	if workerErr != nil {
-		t.Fatalf("build the test worker: %v", workerErr)
-	}
-	return workerPath
-}
-
-// faultDB is a migrated database with the test worker's tables, and a
-// pepsi.conf (through PEPSI_CONFIG and PEPSI_DSN) of three stages
-// parse → enrich → deliver run by the test worker, with extra keys in
-// [pepsi-dispatch].
+// faultDB is a site (testkit.Site: a migrated database with the test
+// worker's tables, and a pepsi.conf, through PEPSI_CONFIG and PEPSI_DSN)
+// of three stages parse → enrich → deliver run by the test worker, with
+// extra keys in [pepsi-dispatch].
 type faultDB struct {
-	t    *testing.T
-	db   *pgtest.DB
-	dsn  string
-	conf string
+	*testkit.Site
 }
 
 func newFaultDB(t *testing.T, dispatch string) *faultDB {
 	t.Helper()
-	worker := testWorker(t)
-	db, dsn := pgtest.New(t)
-	_, err := db.Pool.Exec(context.Background(), `
-		CREATE TABLE test_passes (id bigint, stage text, pid int, at timestamptz DEFAULT clock_timestamp());
-		CREATE TABLE test_workers (pid int, stage text, args text, config text)`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := testkit.Worker(t)
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "[pepsi-dispatch]\nPOLL_INTERVAL = 2\nSTATS_INTERVAL = 1\nSHUTDOWN_GRACE = 5\n"+
 		"RECONNECT_MIN = 0.1\nRECONNECT_MAX = 1\nORPHAN_SWEEP = 2\n%s\n", dispatch)
 	for _, s := range []string{"parse", "enrich", "deliver"} {
 		fmt.Fprintf(&conf, "\n[stage-%s]\nPROGRAM = %s\nPARALLELISM = 2\nQUEUE_LIMIT = 4\n", s, worker)
 	}
-	return &faultDB{t: t, db: db, dsn: dsn, conf: env(t, dsn, conf.String())}
+	site := testkit.NewSite(t, conf.String())
+	site.WorkerTables()
+	t.Setenv("PEPSI_DSN", site.DSN)
+	t.Setenv("PEPSI_CONFIG", site.Path)
+	return &faultDB{site}
 }
 
 // pipeline is a payload that goes through the three stages, each sleeping
@@ -93,43 +63,19 @@ func pipeline(sleep string) string {
 
 // enqueue puts n messages with payload at parse.
 func (f *faultDB) enqueue(n int, payload string) {
-	f.t.Helper()
+	f.T.Helper()
 	ps := make([][]byte, n)
 	for i := range ps {
 		ps[i] = []byte(payload)
 	}
-	if _, err := f.db.EnqueueBulk(context.Background(), queue.Bulk{Stage: "parse", Payloads: ps}); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-// int64 runs a query that returns one number.
-func (f *faultDB) int64(sql string, args ...any) int64 {
-	f.t.Helper()
-	var n int64
-	if err := f.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		f.t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
-func (f *faultDB) count(status string) int64 {
-	return f.int64("SELECT count(*) FROM pepsi.state WHERE status = $1", status)
+	f.Enqueue("parse", ps...)
 }
 
 // running returns the ids of the running messages.
 func (f *faultDB) running() map[int64]bool {
-	f.t.Helper()
-	rows, err := f.db.Pool.Query(context.Background(), "SELECT id FROM pepsi.state WHERE status = 'running'")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	m := make(map[int64]bool, len(ids))
-	for _, id := range ids {
+	f.T.Helper()
+	m := make(map[int64]bool)
+	for _, id := range f.IDs("SELECT id FROM pepsi.state WHERE status = 'running'") {
 		m[id] = true
 	}
 	return m
@@ -137,71 +83,28 @@ func (f *faultDB) running() map[int64]bool {
 
 // stats reads dispatch_stats.
 func (f *faultDB) stats() queue.DispatchStats {
-	f.t.Helper()
-	_, g, err := f.db.ReadStats(context.Background())
+	f.T.Helper()
+	_, g, err := f.DB.ReadStats(context.Background())
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return g
 }
 
-// waitSettled waits until every message is done or failed.
-func (f *faultDB) waitSettled(logs ...*lockedBuffer) {
-	f.t.Helper()
-	waitLong(f.t, "every message done or failed", 3*time.Minute, func() bool {
-		return f.int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')") == 0
-	}, logs...)
-}
+// settleTimeout is how long the fault tests wait for every message to be
+// done or failed.
+const settleTimeout = 3 * time.Minute
 
-// checkEnd checks what must hold once every dispatcher has stopped: no
-// message lost or running, every failure explained, and no stage passed
-// twice except by a message in inflight (nil: none may be).
-func (f *faultDB) checkEnd(inflight map[int64]bool) {
-	f.t.Helper()
-	if n := f.int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')"); n != 0 {
-		f.t.Errorf("%d messages neither done nor failed", n)
-	}
-	if n := f.int64("SELECT count(*) FROM pepsi.message m LEFT JOIN pepsi.state s USING (id) WHERE s.id IS NULL"); n != 0 {
-		f.t.Errorf("%d messages without a state row", n)
-	}
-	if n := f.int64(`SELECT count(*) FROM pepsi.state WHERE status = 'failed'
-		AND coalesce(dispatch_error, '') = '' AND coalesce(error, '') = ''`); n != 0 {
-		f.t.Errorf("%d failed messages without a reason", n)
-	}
-	rows, err := f.db.Pool.Query(context.Background(),
-		"SELECT id FROM test_passes GROUP BY id, stage HAVING count(*) > 1")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	dups, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var bad []int64
-	for _, id := range dups {
-		if !inflight[id] {
-			bad = append(bad, id)
-		}
-	}
-	f.t.Logf("%d stage passes made twice; %d messages were in flight at the fault", len(dups), len(inflight))
-	if len(bad) > 0 {
-		f.t.Errorf("stage passes made twice by messages not in flight at the fault: %v", bad[:min(len(bad), 20)])
-	}
-}
-
-// checkStats checks that the statistics written since before equal the
-// rows that changed since then: done and failed as counted by the rows, and
-// every claim settled once.
-func (f *faultDB) checkStats(before, after queue.DispatchStats, doneRows, failedRows int64) {
-	f.t.Helper()
-	d := delta(before, after)
-	if d.Done != doneRows || d.Failed != failedRows {
-		f.t.Errorf("dispatch_stats counted done %d failed %d, the rows %d and %d", d.Done, d.Failed, doneRows, failedRows)
-	}
-	if d.Claimed != d.Done+d.Failed+d.Paused+d.Requeued+d.Reset {
-		f.t.Errorf("claimed %d != done %d + failed %d + paused %d + requeued %d + reset %d",
-			d.Claimed, d.Done, d.Failed, d.Paused, d.Requeued, d.Reset)
-	}
+// checkEnd checks what must hold once every dispatcher has stopped
+// (testkit.CheckInvariants, Settled and checks): no message lost, every one
+// done or failed and every failure explained, the statistics equal to the
+// rows unless testkit.RowsOnly (a dispatcher was killed, its last counts
+// lost); and no stage passed twice except by a message in inflight (nil:
+// none may be).
+func (f *faultDB) checkEnd(inflight map[int64]bool, checks ...testkit.Check) {
+	f.T.Helper()
+	f.Check(append(checks, testkit.Settled)...)
+	testkit.CheckPassedOnce(f.T, f.DB, inflight)
 }
 
 func delta(a, b queue.DispatchStats) queue.DispatchStats {
@@ -217,7 +120,7 @@ type daemon struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
-	logs   *lockedBuffer
+	logs   *testkit.Buffer
 	exited chan struct{}
 	err    error
 }
@@ -227,7 +130,7 @@ type daemon struct {
 func startDispatch(t *testing.T, name string, args ...string) *daemon {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"dispatch"}, args...)...)
-	d := &daemon{t: t, name: name, cmd: cmd, logs: &lockedBuffer{}, exited: make(chan struct{})}
+	d := &daemon{t: t, name: name, cmd: cmd, logs: &testkit.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = d.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -249,7 +152,7 @@ func startDispatch(t *testing.T, name string, args ...string) *daemon {
 // waitLog waits until the log has n lines containing s.
 func (d *daemon) waitLog(s string, n int) {
 	d.t.Helper()
-	waitLong(d.t, fmt.Sprintf("%s to log %q", d.name, s), time.Minute, func() bool {
+	testkit.Wait(d.t, fmt.Sprintf("%s to log %q", d.name, s), time.Minute, func() bool {
 		if strings.Count(d.logs.String(), s) >= n {
 			return true
 		}
@@ -284,22 +187,6 @@ func (d *daemon) signal(sig syscall.Signal) int {
 	return d.cmd.ProcessState.ExitCode()
 }
 
-// waitLong polls cond until it holds, failing t after timeout with logs.
-func waitLong(t *testing.T, what string, timeout time.Duration, cond func() bool, logs ...*lockedBuffer) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			var all strings.Builder
-			for _, l := range logs {
-				all.WriteString(l.String())
-			}
-			t.Fatalf("timed out waiting for %s; log:\n%s", what, all.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // orphansReset is the orphans_reset=N of the last "dispatcher started" line.
 func orphansReset(logs string) int {
 	m := regexp.MustCompile(`msg="dispatcher started".* orphans_reset=(\d+)`).FindAllStringSubmatch(logs, -1)
@@ -322,14 +209,14 @@ func TestDispatchKill9Restart(t *testing.T) {
 	const total = 300
 	f.enqueue(total, pipeline("5ms"))
 	a := startDispatch(t, "first dispatcher")
-	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
+	testkit.Wait(t, "a fifth done", time.Minute, func() bool { return f.Count("done") >= total/5 }, a.logs)
 
 	// Frozen, it holds its lock and claims nothing more: what is running
 	// now is what it had in flight.
 	a.signal(syscall.SIGSTOP)
 	inflight := f.running()
 	a.signal(syscall.SIGKILL)
-	doneAt, failedAt, statsAt := f.count("done"), f.count("failed"), f.stats()
+	doneAt, failedAt, statsAt := f.Count("done"), f.Count("failed"), f.stats()
 	if doneAt == total {
 		t.Fatal("everything finished before the kill: the test proves nothing")
 	}
@@ -340,12 +227,12 @@ func TestDispatchKill9Restart(t *testing.T) {
 	if n := orphansReset(b.logs.String()); n < 1 {
 		t.Errorf("the restarted dispatcher reset %d orphans, want some", n)
 	}
-	f.waitSettled(b.logs)
+	f.WaitSettled(settleTimeout, b.logs)
 	if code := b.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	f.checkEnd(inflight)
-	if n := f.count("failed"); n != 0 {
+	f.checkEnd(inflight, testkit.RowsOnly)
+	if n := f.Count("failed"); n != 0 {
 		t.Errorf("%d messages failed", n)
 	}
 	end := f.stats()
@@ -355,7 +242,7 @@ func TestDispatchKill9Restart(t *testing.T) {
 	}
 	// The new dispatcher counted what it settled; the dead one's last
 	// answers and the late commits of its workers went uncounted.
-	doneRows := f.count("done") - doneAt
+	doneRows := f.Count("done") - doneAt
 	if d.Done > doneRows || doneRows-d.Done > int64(len(inflight)) {
 		t.Errorf("after the kill: dispatch_stats.done grew by %d, the done rows by %d (%d were in flight)", d.Done, doneRows, len(inflight))
 	}
@@ -374,32 +261,27 @@ func TestDispatchSigtermRestart(t *testing.T) {
 	const total = 300
 	f.enqueue(total, pipeline("5ms"))
 	a := startDispatch(t, "first dispatcher")
-	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
+	testkit.Wait(t, "a fifth done", time.Minute, func() bool { return f.Count("done") >= total/5 }, a.logs)
 	if code := a.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	done := f.count("done")
+	done := f.Count("done")
 	if done == total {
 		t.Fatal("everything finished before SIGTERM: the test proves nothing")
 	}
-	if n := f.count("running"); n != 0 {
-		t.Errorf("%d messages left running by a dispatcher stopped with SIGTERM", n)
-	}
-	statsA := f.stats()
-	f.checkStats(queue.DispatchStats{}, statsA, done, f.count("failed"))
+	f.Check() // nothing left running, the statistics equal to the rows
 
 	b := startDispatch(t, "second dispatcher")
 	b.waitLog("dispatcher started", 1)
 	if n := orphansReset(b.logs.String()); n != 0 {
 		t.Errorf("orphans_reset=%d after a clean stop, want 0", n)
 	}
-	f.waitSettled(b.logs)
+	f.WaitSettled(settleTimeout, b.logs)
 	if code := b.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
 	f.checkEnd(nil)
-	f.checkStats(queue.DispatchStats{}, f.stats(), f.count("done"), f.count("failed"))
-	if n := f.count("done"); n != total {
+	if n := f.Count("done"); n != total {
 		t.Errorf("%d done, want %d", n, total)
 	}
 }
@@ -423,14 +305,14 @@ func TestDispatchStandbyTakeover(t *testing.T) {
 	const total = 300
 	f.enqueue(total, pipeline("5ms"))
 	a, s := startActiveAndStandby(t)
-	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
+	testkit.Wait(t, "a fifth done", time.Minute, func() bool { return f.Count("done") >= total/5 }, a.logs)
 	if strings.Contains(s.logs.String(), "dispatcher started") {
 		t.Fatalf("the standby started while the active one ran:\n%s", s.logs)
 	}
 
 	a.signal(syscall.SIGSTOP)
 	inflight := f.running()
-	doneAt, statsAt := f.count("done"), f.stats()
+	doneAt, statsAt := f.Count("done"), f.stats()
 	a.signal(syscall.SIGKILL)
 	if doneAt == total {
 		t.Fatal("everything finished before the kill: the test proves nothing")
@@ -440,16 +322,16 @@ func TestDispatchStandbyTakeover(t *testing.T) {
 	if n := orphansReset(s.logs.String()); n < 1 {
 		t.Errorf("the standby reset %d orphans, want those the killed one had running (%d)", n, len(inflight))
 	}
-	f.waitSettled(s.logs)
+	f.WaitSettled(settleTimeout, s.logs)
 	if code := s.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	f.checkEnd(inflight)
-	if n := f.count("done"); n != total {
+	f.checkEnd(inflight, testkit.RowsOnly)
+	if n := f.Count("done"); n != total {
 		t.Errorf("%d done, want %d", n, total)
 	}
 	d := delta(statsAt, f.stats())
-	if doneRows := f.count("done") - doneAt; d.Done > doneRows || doneRows-d.Done > int64(len(inflight)) {
+	if doneRows := f.Count("done") - doneAt; d.Done > doneRows || doneRows-d.Done > int64(len(inflight)) {
 		t.Errorf("after the takeover: dispatch_stats.done grew by %d, the done rows by %d (%d were in flight)", d.Done, doneRows, len(inflight))
 	}
 }
@@ -460,7 +342,7 @@ func TestDispatchStandbyTakeover(t *testing.T) {
 // (here: a proxy to the test server opens its socket) it starts and works.
 func TestDispatchDatabaseRefused(t *testing.T) {
 	f := newFaultDB(t, "")
-	cfg, err := pgx.ParseConfig(f.dsn)
+	cfg, err := pgx.ParseConfig(f.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,12 +380,12 @@ func TestDispatchDatabaseRefused(t *testing.T) {
 		d.waitLog("database unavailable; retrying", 2)
 		proxy(t, filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", port)), cfg.Host, cfg.Port)
 		d.waitLog("dispatcher started", 1)
-		f.waitSettled(d.logs)
+		f.WaitSettled(settleTimeout, d.logs)
 		if code := d.signal(syscall.SIGTERM); code != 0 {
 			t.Errorf("SIGTERM: exit %d, want 0", code)
 		}
 		f.checkEnd(nil)
-		if n := f.count("done"); n != 20 {
+		if n := f.Count("done"); n != 20 {
 			t.Errorf("%d done, want 20", n)
 		}
 	})
@@ -572,12 +454,12 @@ func TestDispatchPayloads(t *testing.T) {
 		t.Fatalf("enqueue printed %q", r.stdout)
 	}
 	var emptyID int64
-	if err := f.db.Pool.QueryRow(context.Background(), "SELECT pepsi.enqueue('parse', ''::bytea)").Scan(&emptyID); err != nil {
+	if err := f.DB.Pool.QueryRow(context.Background(), "SELECT pepsi.enqueue('parse', ''::bytea)").Scan(&emptyID); err != nil {
 		t.Fatal(err)
 	}
 
 	d := startDispatch(t, "dispatcher")
-	f.waitSettled(d.logs)
+	f.WaitSettled(settleTimeout, d.logs)
 	if code := d.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
@@ -585,7 +467,7 @@ func TestDispatchPayloads(t *testing.T) {
 	for _, id := range []int64{emptyID, bigID} {
 		var status, stage string
 		var passes int64
-		err := f.db.Pool.QueryRow(context.Background(), `SELECT status, stage, (SELECT count(*) FROM test_passes p WHERE p.id = s.id)
+		err := f.DB.Pool.QueryRow(context.Background(), `SELECT status, stage, (SELECT count(*) FROM test_passes p WHERE p.id = s.id)
 			FROM pepsi.state s WHERE id = $1`, id).Scan(&status, &stage, &passes)
 		if err != nil {
 			t.Fatal(err)
@@ -596,7 +478,7 @@ func TestDispatchPayloads(t *testing.T) {
 	}
 	var n int64
 	var sum string
-	err = f.db.Pool.QueryRow(context.Background(), "SELECT length(payload), md5(payload) FROM pepsi.message WHERE id = $1",
+	err = f.DB.Pool.QueryRow(context.Background(), "SELECT length(payload), md5(payload) FROM pepsi.message WHERE id = $1",
 		bigID).Scan(&n, &sum)
 	if err != nil {
 		t.Fatal(err)
@@ -604,7 +486,6 @@ func TestDispatchPayloads(t *testing.T) {
 	if want := fmt.Sprintf("%x", md5.Sum(big)); n != int64(len(big)) || sum != want {
 		t.Errorf("the 100 MiB payload came back as %d bytes with md5 %s, want %d and %s", n, sum, len(big), want)
 	}
-	f.checkStats(queue.DispatchStats{}, f.stats(), f.count("done"), f.count("failed"))
 }
 
 // TestDispatchStandbySigterm: a standby stopped with SIGTERM while it waits
@@ -632,11 +513,11 @@ func TestDispatchLockLost(t *testing.T) {
 	const total = 200
 	f.enqueue(total, pipeline("5ms"))
 	a, s := startActiveAndStandby(t)
-	waitLong(t, "a fifth done", time.Minute, func() bool { return f.count("done") >= total/5 }, a.logs)
-	holder := f.int64(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+	testkit.Wait(t, "a fifth done", time.Minute, func() bool { return f.Count("done") >= total/5 }, a.logs)
+	holder := f.Int64(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 	inflight := f.running()
-	f.int64("SELECT count(pg_terminate_backend($1))", holder)
+	f.Int64("SELECT count(pg_terminate_backend($1))", holder)
 	// What it claimed on its way out (before it saw its session gone) is
 	// in flight too.
 	for id := range f.running() {
@@ -654,12 +535,12 @@ func TestDispatchLockLost(t *testing.T) {
 		t.Errorf("last line of its log: %q, want the reason", lines[len(lines)-1])
 	}
 	s.waitLog("dispatcher started", 1)
-	f.waitSettled(s.logs)
+	f.WaitSettled(settleTimeout, s.logs)
 	if code := s.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	f.checkEnd(inflight)
-	if n := f.count("done"); n != total {
+	f.checkEnd(inflight, testkit.RowsOnly)
+	if n := f.Count("done"); n != total {
 		t.Errorf("%d done, want %d", n, total)
 	}
 }

@@ -1,18 +1,17 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -27,24 +26,6 @@ while read id; do
 	fi
 done
 `
-
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDispatchBinary runs the real pepsi dispatch: it processes messages,
 // refuses a second dispatcher, and exits 0 on SIGTERM.
@@ -66,7 +47,7 @@ func TestDispatchBinary(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin, "dispatch")
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -75,7 +56,7 @@ func TestDispatchBinary(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	defer cmd.Process.Kill()
 
-	waitFor(t, "20 messages done", func() bool {
+	testkit.Wait(t, "20 messages done", time.Minute, func() bool {
 		var n int
 		_ = db.Pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE status = 'done'").Scan(&n)
 		return n == 20
@@ -105,6 +86,7 @@ func TestDispatchBinary(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, "SELECT done FROM pepsi.dispatch_stats").Scan(&done); err != nil || done != 20 {
 		t.Errorf("dispatch_stats.done = %d (%v), want 20", done, err)
 	}
+	testkit.CheckInvariants(t, db)
 
 	noStages := env(t, dsn, "[pepsi-dispatch]\nPOLL_INTERVAL = 5\n")
 	r := exe(t, bin, "", "dispatch")
@@ -133,17 +115,5 @@ func TestDispatchConnectionLimit(t *testing.T) {
 		conf, maxConns-su-reserved, maxConns, su))
 	if st := queryInt(t, dsn, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND status = 'pending'", ids[0]); st != 1 {
 		t.Errorf("the message is no longer pending")
-	}
-}
-
-// waitFor polls cond until it holds, failing t after a minute.
-func waitFor(t *testing.T, what string, cond func() bool, logs *lockedBuffer) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -19,13 +19,14 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // background is pepsi running in this process until stop.
 type background struct {
-	stderr *lockedBuffer
+	stderr *testkit.Buffer
 	cancel context.CancelFunc
 	code   chan int
 }
@@ -34,7 +35,7 @@ type background struct {
 // context that stop cancels (as SIGTERM does).
 func startPepsi(t *testing.T, args ...string) *background {
 	t.Helper()
-	b := &background{stderr: &lockedBuffer{}, code: make(chan int, 1)}
+	b := &background{stderr: &testkit.Buffer{}, code: make(chan int, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	app := New("test", io.Discard, b.stderr, strings.NewReader(""))
@@ -62,7 +63,7 @@ func (b *background) addr(t *testing.T, msg string) string {
 	t.Helper()
 	re := regexp.MustCompile(`msg="?` + regexp.QuoteMeta(msg) + `"? addr=(\S+)`)
 	var addr string
-	waitFor(t, "the line "+msg, func() bool {
+	testkit.Wait(t, "the line "+msg, time.Minute, func() bool {
 		select {
 		case code := <-b.code:
 			b.code <- code
@@ -78,25 +79,10 @@ func (b *background) addr(t *testing.T, msg string) string {
 	return addr
 }
 
-// httpGet fetches url and returns the status and the body.
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return resp.StatusCode, string(body)
-}
-
 // scrapeMetrics fetches base/metrics and parses it.
 func scrapeMetrics(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
-	code, body := httpGet(t, base+"/metrics")
+	code, body := testkit.Get(t, base+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET %s/metrics: %d\n%s", base, code, body)
 	}
@@ -137,7 +123,7 @@ func TestHTTPD(t *testing.T) {
 
 	p := startPepsi(t, "httpd", "--listen", "127.0.0.1:0")
 	base := "http://" + p.addr(t, "listening")
-	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
+	if code, body := testkit.Get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	got := scrapeMetrics(t, base)
@@ -218,7 +204,7 @@ func TestHTTPD(t *testing.T) {
 	if err := db.AddStats(context.Background(), []queue.StageStats{{Stage: "parse", Processed: 5}}, queue.DispatchStats{Done: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new counts", func() bool {
+	testkit.Wait(t, "the new counts", time.Minute, func() bool {
 		got = scrapeMetrics(t, base)
 		return sample(t, got, "pepsi_stage_processed_total", "stage", "parse") == 15 && sample(t, got, "pepsi_dispatch_done_total") == 7
 	}, p.stderr)
@@ -239,11 +225,11 @@ func TestHTTPDDatabaseDown(t *testing.T) {
 	p := startPepsi(t, "httpd", "--listen", "127.0.0.1:0")
 	base := "http://" + p.addr(t, "listening")
 	for range 2 {
-		if code, body := httpGet(t, base+"/metrics"); code != http.StatusInternalServerError || !strings.Contains(body, "reading the statistics") {
+		if code, body := testkit.Get(t, base+"/metrics"); code != http.StatusInternalServerError || !strings.Contains(body, "reading the statistics") {
 			t.Errorf("/metrics: %d %q, want 500", code, body)
 		}
 	}
-	if code, body := httpGet(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "connect") {
+	if code, body := testkit.Get(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "connect") {
 		t.Errorf("/healthz: %d %q, want 503", code, body)
 	}
 	if code := p.stop(t); code != 0 {
@@ -297,7 +283,7 @@ func TestHTTPDBinary(t *testing.T) {
 	_, dsn := statsDB(t)
 	env(t, dsn, "")
 	cmd := exec.Command(link, "--listen", "127.0.0.1:0", "--log-format", "json")
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -307,7 +293,7 @@ func TestHTTPDBinary(t *testing.T) {
 	defer cmd.Process.Kill()
 	re := regexp.MustCompile(`"addr":"([^"]+)"`)
 	var addr string
-	waitFor(t, "the listening line", func() bool {
+	testkit.Wait(t, "the listening line", time.Minute, func() bool {
 		m := re.FindStringSubmatch(logs.String())
 		if m != nil {
 			addr = m[1]
@@ -351,7 +337,7 @@ func TestDispatchMetrics(t *testing.T) {
 	p := startPepsi(t, "dispatch")
 	base := "http://" + p.addr(t, "serving metrics")
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, "20 passes", func() bool {
+	testkit.Wait(t, "20 passes", time.Minute, func() bool {
 		fams = scrapeMetrics(t, base)
 		return sample(t, fams, "pepsi_stage_results_total", "stage", "work", "result", "ok") == 20 &&
 			sample(t, fams, "pepsi_inflight", "stage", "work") == 0
@@ -362,11 +348,11 @@ func TestDispatchMetrics(t *testing.T) {
 	if v := sample(t, fams, "pepsi_worker_starts_total", "stage", "work"); v < 1 || v > 2 {
 		t.Errorf("pepsi_worker_starts_total{work} = %v", v)
 	}
-	waitFor(t, "the queue counted done", func() bool {
+	testkit.Wait(t, "the queue counted done", time.Minute, func() bool {
 		fams = scrapeMetrics(t, base)
 		return sample(t, fams, "pepsi_queue_depth", "stage", "work", "status", "done") == 20
 	}, p.stderr)
-	if code, _ := httpGet(t, base+"/healthz"); code != http.StatusOK {
+	if code, _ := testkit.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz while running: %d", code)
 	}
 	if code := p.stop(t); code != 0 {

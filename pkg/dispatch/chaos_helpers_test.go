@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 )
 
@@ -88,7 +89,7 @@ type faults struct {
 // when the test fails.
 func newFaults(b *bundle) *faults {
 	b.t.Cleanup(func() {
-		if b.t.Failed() || os.Getenv("CHAOS_LOGS") != "" {
+		if (b.t.Failed() && !b.logsShown) || os.Getenv("CHAOS_LOGS") != "" {
 			b.t.Logf("dispatcher log:\n%s", b.logs)
 		}
 	})
@@ -120,65 +121,17 @@ func (f *faults) log() {
 // in flight at a fault; with none true, no message may have.
 func (f *faults) checkDuplicates(none bool) {
 	f.b.t.Helper()
-	dups := f.b.duplicates()
-	var outside []string
-	for _, d := range dups {
-		if none || !f.inflight[d.id] {
-			outside = append(outside, d.String())
-		}
+	mayRepeat := f.inflight
+	if none {
+		mayRepeat = nil
 	}
-	f.b.t.Logf("%d duplicate stage passes (%d messages in flight at a fault)", len(dups), len(f.inflight))
-	if len(outside) > 0 {
-		what := "messages not in flight at any fault"
-		if none {
-			what = "none expected"
-		}
-		f.b.t.Errorf("duplicate stage passes, %s: %s", what, strings.Join(outside[:min(len(outside), 20)], "; "))
-	}
-}
-
-// dup is a stage that a message passed more than once.
-type dup struct {
-	id    int64
-	stage string
-	n     int64
-	pids  []int32
-}
-
-func (d dup) String() string { return fmt.Sprintf("%d at %s ×%d by %v", d.id, d.stage, d.n, d.pids) }
-
-// duplicates lists the (message, stage) pairs with more than one
-// committed pass.
-func (b *bundle) duplicates() []dup {
-	b.t.Helper()
-	rows, err := b.db.Pool.Query(context.Background(), `SELECT id, stage, count(*), array_agg(pid ORDER BY at)
-		FROM test_passes GROUP BY id, stage HAVING count(*) > 1 ORDER BY id, stage`)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dup, error) {
-		var d dup
-		err := r.Scan(&d.id, &d.stage, &d.n, &d.pids)
-		return d, err
-	})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return out
+	testkit.CheckPassedOnce(f.b.t, f.b.db, mayRepeat)
 }
 
 // ids runs a query that returns message ids.
 func (b *bundle) ids(sql string, args ...any) []int64 {
 	b.t.Helper()
-	rows, err := b.db.Pool.Query(context.Background(), sql, args...)
-	if err != nil {
-		b.t.Fatalf("%s: %v", sql, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		b.t.Fatalf("%s: %v", sql, err)
-	}
-	return ids
+	return b.site.IDs(sql, args...)
 }
 
 // try64 is int64 that returns the error instead of failing: for polling
@@ -218,20 +171,12 @@ func (b *bundle) waitSettledTolerant(timeout time.Duration) {
 	})
 }
 
-// checkExplained checks that no message is lost (each has a state row and
-// is done or failed) and that every failure says why.
+// checkExplained checks, while the dispatcher may still run, that no
+// message is lost: each has a state row and is done or failed, and every
+// failure says why.
 func (b *bundle) checkExplained() {
 	b.t.Helper()
-	if n := b.int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')"); n != 0 {
-		b.t.Errorf("%d messages neither done nor failed", n)
-	}
-	if n := b.int64("SELECT count(*) FROM pepsi.message m LEFT JOIN pepsi.state s USING (id) WHERE s.id IS NULL"); n != 0 {
-		b.t.Errorf("%d messages without a state row", n)
-	}
-	if n := b.int64(`SELECT count(*) FROM pepsi.state WHERE status = 'failed'
-		AND coalesce(dispatch_error, '') = '' AND coalesce(error, '') = ''`); n != 0 {
-		b.t.Errorf("%d failed messages without a reason", n)
-	}
+	b.site.Check(testkit.Settled, testkit.RowsOnly)
 }
 
 // failures returns the failed messages and their reasons.
@@ -271,7 +216,7 @@ func (b *bundle) liveWorkers(stage string) []int {
 // not a reused pid).
 func isTestWorker(pid int) bool {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmdline), filepath.Base(testWorker)) {
+	if err != nil || !strings.Contains(string(cmdline), testkit.WorkerName) {
 		return false
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

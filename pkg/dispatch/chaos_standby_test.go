@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
 // TestChaosLockLost: a standby waits while the active dispatcher works;
@@ -30,7 +32,7 @@ func TestChaosLockLost(t *testing.T) {
 	b.start()
 	b.waitLog("dispatcher started", 1, time.Minute)
 
-	logs2 := &syncBuffer{}
+	logs2 := &testkit.Buffer{}
 	standby, err := New(Options{Config: b.cfg, Standby: true,
 		Log: slog.New(slog.NewTextHandler(logs2, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {

@@ -1,106 +1,61 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// testWorker is the path of the built test stage program.
-var testWorker string
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pepsi-dispatch-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testWorker = filepath.Join(dir, "testworker")
-	out, err := exec.Command("go", "build", "-o", testWorker, "./internal/testworker").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build testworker: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// bundle is a test's database, configuration and running dispatcher.
+// bundle is a test's site (database, pepsi.conf and log) and the
+// dispatcher running on it in this process; t, db, dsn and logs are the
+// site's, under the names the tests use.
 type bundle struct {
+	site   *testkit.Site
 	t      testing.TB
 	db     *pgtest.DB
 	dsn    string
 	cfg    *config.Config
-	path   string
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	logger *slog.Logger // nil: debug-level text into logs
 	obs    Observer
 	cancel context.CancelFunc
 	done   chan error
+
+	logsShown bool // a check has shown the log: the fault tests need not again
 }
 
-// setup creates a migrated database and a pepsi.conf with the given
-// [pepsi-dispatch] keys and stage sections; PROGRAM defaults to the test worker.
+// setup creates a migrated database with the test worker's tables and a
+// pepsi.conf with the given [pepsi-dispatch] keys and stage sections
+// ("NAME\nKEY = VALUE..."); PROGRAM defaults to the test worker.
 func setup(t testing.TB, dispatch string, stages ...string) *bundle {
 	t.Helper()
-	db, dsn := pgtest.New(t)
-	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `
-		CREATE TABLE test_passes (id bigint, stage text, pid int, at timestamptz DEFAULT clock_timestamp());
-		CREATE TABLE test_workers (pid int, stage text, args text, config text)`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := testkit.Worker(t)
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "[database]\nDSN = %s\n\n[pepsi-dispatch]\n%s\n", dsn, dispatch)
+	fmt.Fprintf(&conf, "[pepsi-dispatch]\n%s\n", dispatch)
 	for _, s := range stages {
 		name, keys, _ := strings.Cut(s, "\n")
 		fmt.Fprintf(&conf, "\n[stage-%s]\n", name)
 		if !strings.Contains(keys, "PROGRAM") {
-			fmt.Fprintf(&conf, "PROGRAM = %s\n", testWorker)
+			fmt.Fprintf(&conf, "PROGRAM = %s\n", worker)
 		}
 		conf.WriteString(keys + "\n")
 	}
-	path := filepath.Join(t.TempDir(), "pepsi.conf")
-	if err := os.WriteFile(path, []byte(conf.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
+	site := testkit.NewSite(t, conf.String())
+	site.WorkerTables()
+	cfg, err := config.Load(site.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{t: t, db: db, dsn: dsn, cfg: cfg, path: path, logs: &syncBuffer{}}
+	return &bundle{site: site, t: t, db: site.DB, dsn: site.DSN, cfg: cfg, logs: site.Logs}
 }
 
 // start runs the dispatcher in this process until stop.
@@ -145,46 +100,32 @@ func (b *bundle) enqueue(stage string, payloads ...string) []int64 {
 	for i, p := range payloads {
 		ps[i] = []byte(p)
 	}
-	ids, err := b.db.EnqueueBulk(context.Background(), queue.Bulk{Stage: stage, Payloads: ps})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return ids
+	return b.site.Enqueue(stage, ps...)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, failing the test with the log after
+// timeout.
 func (b *bundle) waitFor(what string, timeout time.Duration, cond func() bool) {
 	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.t.Fatalf("timed out waiting for %s; logs:\n%s", what, b.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	b.site.WaitFor(what, timeout, cond)
 }
 
 // int64 runs a query that returns one number.
 func (b *bundle) int64(sql string, args ...any) int64 {
 	b.t.Helper()
-	var n int64
-	if err := b.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		b.t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return b.site.Int64(sql, args...)
 }
 
 // count is how many messages are in status.
 func (b *bundle) count(status string) int64 {
-	return b.int64("SELECT count(*) FROM pepsi.state WHERE status = $1", status)
+	b.t.Helper()
+	return b.site.Count(status)
 }
 
 // waitSettled waits until no message is pending, running or paused.
 func (b *bundle) waitSettled(timeout time.Duration) {
 	b.t.Helper()
-	b.waitFor("every message done or failed", timeout, func() bool {
-		return b.int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')") == 0
-	})
+	b.site.WaitSettled(timeout)
 }
 
 // row returns one message's status, stage and dispatch_error.
@@ -198,8 +139,10 @@ func (b *bundle) row(id int64) (status, stage, derr string) {
 	return
 }
 
-// checkInvariants stops the dispatcher if it runs, then checks that no
-// message is running and that the statistics agree with the rows.
+// checkInvariants stops the dispatcher if it runs, then checks the
+// invariants every run must keep (testkit.CheckInvariants): no message
+// running, every message with a state row, and the statistics equal to the
+// rows.
 func (b *bundle) checkInvariants() {
 	b.t.Helper()
 	if b.cancel != nil {
@@ -207,27 +150,16 @@ func (b *bundle) checkInvariants() {
 			b.t.Errorf("dispatcher returned %v", err)
 		}
 	}
-	if n := b.count("running"); n != 0 {
-		b.t.Errorf("%d messages left running (first: %d); logs:\n%s", n,
-			b.int64("SELECT min(id) FROM pepsi.state WHERE status = 'running'"), b.logs)
+	if !b.site.Check() {
+		b.showLogs()
 	}
-	if n := b.int64("SELECT count(*) FROM pepsi.message m LEFT JOIN pepsi.state s USING (id) WHERE s.id IS NULL"); n != 0 {
-		b.t.Errorf("%d messages without a state row", n)
-	}
-	_, g, err := b.db.ReadStats(context.Background())
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if done := b.count("done"); g.Done != done {
-		b.t.Errorf("dispatch_stats.done = %d, rows done = %d", g.Done, done)
-	}
-	if failed := b.count("failed"); g.Failed != failed {
-		b.t.Errorf("dispatch_stats.failed = %d, rows failed = %d", g.Failed, failed)
-	}
-	// Every claimed row was settled exactly once: as an answer, a failure,
-	// or put back.
-	if g.Claimed != g.Done+g.Failed+g.Paused+g.Requeued+g.Reset {
-		b.t.Errorf("claimed %d != done %d + failed %d + paused %d + requeued %d + reset %d",
-			g.Claimed, g.Done, g.Failed, g.Paused, g.Requeued, g.Reset)
+}
+
+// showLogs shows the dispatcher's log, once.
+func (b *bundle) showLogs() {
+	b.t.Helper()
+	if !b.logsShown {
+		b.logsShown = true
+		b.t.Logf("logs:\n%s", b.logs)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
 // TestSecondDispatcherRefused: the single-dispatcher lock keeps a second
@@ -130,7 +132,7 @@ func TestPausedComesBack(t *testing.T) {
 // environment; its stderr is relayed with stage and pid; fused stages are
 // booked to their own statistics.
 func TestWorkerEnvironment(t *testing.T) {
-	b := setup(t, fast, "work\nPROGRAM = "+testWorker+" --flag")
+	b := setup(t, fast, "work\nPROGRAM = "+testkit.Worker(t)+" --flag")
 	b.enqueue("work", "work=fused:extra")
 	b.start()
 	b.waitSettled(time.Minute)

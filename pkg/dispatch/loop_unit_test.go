@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -47,7 +48,7 @@ type unit struct {
 	*Dispatcher
 	t   *testing.T
 	at  time.Time
-	log *syncBuffer
+	log *testkit.Buffer
 }
 
 func newUnit(t *testing.T) *unit {
@@ -56,7 +57,7 @@ func newUnit(t *testing.T) *unit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &unit{t: t, at: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), log: &syncBuffer{}}
+	u := &unit{t: t, at: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), log: &testkit.Buffer{}}
 	d, err := New(Options{Config: cfg, Log: slog.New(slog.NewTextHandler(u.log, nil)), Now: func() time.Time { return u.at }})
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
 // TestProgramOnPath: a PROGRAM that is not absolute is found on PATH.
 func TestProgramOnPath(t *testing.T) {
-	t.Setenv("PATH", filepath.Dir(testWorker)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	b := setup(t, fast, "work\nPROGRAM = "+filepath.Base(testWorker))
+	t.Setenv("PATH", filepath.Dir(testkit.Worker(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
+	b := setup(t, fast, "work\nPROGRAM = "+testkit.WorkerName)
 	ids := b.enqueue("work", "work=finish")
 	b.start()
 	b.waitSettled(time.Minute)
@@ -27,7 +29,7 @@ func TestProgramOnPath(t *testing.T) {
 func TestProcessGroupKilled(t *testing.T) {
 	marker := "317.25" // an unusual sleep length to find the process by
 	script := filepath.Join(t.TempDir(), "stage.sh")
-	body := "#!/bin/sh\nsleep " + marker + " &\nexec " + testWorker + " \"$@\"\n"
+	body := "#!/bin/sh\nsleep " + marker + " &\nexec " + testkit.Worker(t) + " \"$@\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}

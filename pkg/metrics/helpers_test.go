@@ -1,87 +1,29 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
-// testWorker is the dispatcher's test stage program, built for these tests
-// (an internal package of pkg/dispatch may not be imported from here, but
-// it may be built).
-var testWorker string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pepsi-metrics-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testWorker = filepath.Join(dir, "testworker")
-	out, err := exec.Command("go", "build", "-o", testWorker, "github.com/pepsi-dev/pepsi/pkg/dispatch/internal/testworker").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build testworker: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // families is one scrape, parsed.
 type families map[string]*dto.MetricFamily
 
-// get fetches url and returns the status and the body.
-func get(t testing.TB, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return resp.StatusCode, string(body)
-}
-
 // scrape fetches and parses base/metrics with the Prometheus text parser.
 func scrape(t testing.TB, base string) families {
 	t.Helper()
-	code, body := get(t, base+"/metrics")
+	code, body := testkit.Get(t, base+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET %s/metrics: %d\n%s", base, code, body)
 	}
@@ -156,18 +98,6 @@ func (f families) names() string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
-}
-
-// waitFor polls cond until it holds, failing t after timeout.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool, logs fmt.Stringer) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // ctx returns a context for one test statement.

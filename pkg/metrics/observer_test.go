@@ -6,15 +6,13 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
-	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -25,39 +23,28 @@ import (
 // tables; /healthz is 503 before the dispatcher runs and after it stops,
 // 200 while it runs, and again after its listener was cut and reconnected.
 func TestDispatcherMetrics(t *testing.T) {
-	db, dsn := pgtest.New(t)
-	if _, err := db.Pool.Exec(ctx(t), `
-		CREATE TABLE test_passes (id bigint, stage text, pid int, at timestamptz DEFAULT clock_timestamp());
-		CREATE TABLE test_workers (pid int, stage text, args text, config text)`); err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf(`[database]
-DSN = %s
-
-[pepsi-dispatch]
+	site := testkit.NewSite(t, fmt.Sprintf(`[pepsi-dispatch]
 MAX_RUNTIME = 1
 SPAWN_COOLDOWN = 200ms
 RECONNECT_MIN = 100ms
 RECONNECT_MAX = 500ms
 
 [stage-work]
-PROGRAM = %[2]s
+PROGRAM = %[1]s
 PARALLELISM = 2
 QUEUE_LIMIT = 4
 
 [stage-faults]
-PROGRAM = %[2]s
+PROGRAM = %[1]s
 PARALLELISM = 1
 QUEUE_LIMIT = 1
 
 [stage-broken]
 PROGRAM = /nonexistent/stage
-`, dsn, testWorker)
-	path := filepath.Join(t.TempDir(), "pepsi.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
+`, testkit.Worker(t)))
+	site.WorkerTables()
+	db, dsn := site.DB, site.DSN
+	cfg, err := config.Load(site.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +70,7 @@ PROGRAM = /nonexistent/stage
 		t.Fatal(err)
 	}
 
-	logs := &syncBuffer{}
+	logs := site.Logs
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src := NewSource(dsn, "pepsi dispatch metrics")
 	defer src.Close()
@@ -97,7 +84,7 @@ PROGRAM = /nonexistent/stage
 
 	// Before the dispatcher runs: unhealthy, every configured stage's
 	// series at zero, the queue counted.
-	if code, body := get(t, base+"/healthz"); code != http.StatusServiceUnavailable {
+	if code, body := testkit.Get(t, base+"/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz before start: %d %q, want 503", code, body)
 	}
 	f := scrape(t, base)
@@ -158,20 +145,13 @@ PROGRAM = /nonexistent/stage
 	}
 	defer stop()
 
-	count := func(sql string) int64 {
-		var n int64
-		if err := db.Pool.QueryRow(ctx(t), sql).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	waitFor(t, "the pipeline to settle", time.Minute, func() bool {
-		return count("SELECT count(*) FROM pepsi.state WHERE stage = 'work' AND status = 'done'") == 20 &&
-			count("SELECT count(*) FROM pepsi.state WHERE stage = 'faults' AND status IN ('done', 'failed')") == 5
-	}, logs)
+	site.WaitFor("the pipeline to settle", time.Minute, func() bool {
+		return site.Int64("SELECT count(*) FROM pepsi.state WHERE stage = 'work' AND status = 'done'") == 20 &&
+			site.Int64("SELECT count(*) FROM pepsi.state WHERE stage = 'faults' AND status IN ('done', 'failed')") == 5
+	})
 	// A stage commits before it answers: wait for the answers too, the
 	// fused stage's among them.
-	waitFor(t, "no message in flight and every answer read", time.Minute, func() bool {
+	site.WaitFor("no message in flight and every answer read", time.Minute, func() bool {
 		f = scrape(t, base)
 		answered := 0.0
 		for _, r := range []string{"ok", "failed", "timeout", "crash", "protocol"} {
@@ -181,8 +161,8 @@ PROGRAM = /nonexistent/stage
 			f.value("pepsi_worker_start_failures_total", "stage", "broken") >= 1 &&
 			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1 &&
 			f.value("pepsi_worker_stderr_cut_bytes_total", "stage", "work") == 10000-4096
-	}, logs)
-	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
+	})
+	if code, body := testkit.Get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz while running: %d %q, want 200", code, body)
 	}
 	for _, want := range []struct {
@@ -242,11 +222,11 @@ PROGRAM = /nonexistent/stage
 		WHERE datname = current_database() AND application_name LIKE 'pepsi dispatch pid %'`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a reconnect", time.Minute, func() bool {
+	site.WaitFor("a reconnect", time.Minute, func() bool {
 		f = scrape(t, base)
 		return f.sum("pepsi_listener_reconnects_total") >= 1 && f.value("pepsi_dispatcher_healthy") == 1
-	}, logs)
-	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+	})
+	if code, _ := testkit.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after the reconnect: %d, want 200", code)
 	}
 	for _, name := range []string{"pepsi_listener_reconnects_total", "pepsi_queue_retries_total"} {
@@ -272,23 +252,24 @@ PROGRAM = /nonexistent/stage
 	if _, err := db.EnqueueBulk(ctx(t), queue.Bulk{Stage: "work", Payloads: make([][]byte, 3)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a queue retry", time.Minute, func() bool {
+	site.WaitFor("a queue retry", time.Minute, func() bool {
 		f = scrape(t, base)
 		return f.value("pepsi_queue_retries_total", "reason", "error_P0001") >= 1
-	}, logs)
+	})
 	if _, err := db.Pool.Exec(ctx(t), "DROP TRIGGER test_refuse ON pepsi.state"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "23 messages handed", time.Minute, func() bool {
+	site.WaitFor("23 messages handed", time.Minute, func() bool {
 		f = scrape(t, base)
 		return f.value("pepsi_stage_results_total", "stage", "work", "result", "ok") == 23
-	}, logs)
+	})
 	if n := f.sum("pepsi_listener_reconnects_total"); n != reconnects {
 		t.Errorf("pepsi_listener_reconnects_total = %v after a queue retry, want %v as before", n, reconnects)
 	}
 
 	stop()
-	if code, body := get(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "unhealthy: ") {
+	site.Check()
+	if code, body := testkit.Get(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "unhealthy: ") {
 		t.Errorf("/healthz after stop: %d %q, want 503", code, body)
 	}
 	f = scrape(t, base)
@@ -336,7 +317,7 @@ PROGRAM = /nonexistent/stage
 // succeeds without the depth series, and the failure is counted and logged
 // once.
 func TestDepthFailure(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	src := NewSource("postgres://nobody@127.0.0.1:1/nothing?connect_timeout=5", "test")
 	defer src.Close()
@@ -362,7 +343,7 @@ func TestDepthFailure(t *testing.T) {
 		t.Errorf("logged %d times:\n%s", n, logs)
 	}
 	m.Health(true)
-	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+	if code, _ := testkit.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d; health does not depend on the count", code)
 	}
 }
@@ -381,10 +362,10 @@ func TestServer(t *testing.T) {
 		t.Errorf("second Start on %s: %v", a.Addr(), err)
 	}
 	base := "http://" + a.Addr()
-	if code, body := get(t, base+"/"); code != http.StatusOK || !strings.Contains(body, `href="metrics"`) {
+	if code, body := testkit.Get(t, base+"/"); code != http.StatusOK || !strings.Contains(body, `href="metrics"`) {
 		t.Errorf("/: %d %q", code, body)
 	}
-	if code, _ := get(t, base+"/nope"); code != http.StatusNotFound {
+	if code, _ := testkit.Get(t, base+"/nope"); code != http.StatusNotFound {
 		t.Errorf("/nope: %d", code)
 	}
 	if err := a.Stop(context.Background()); err != nil {

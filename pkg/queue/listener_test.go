@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -52,7 +53,7 @@ func TestListenerLock(t *testing.T) {
 	}
 	// The server releases the lock when it notices the session is gone.
 	var err2 error
-	eventually(t, 10*time.Second, "the lock to be released", func() bool {
+	testkit.Wait(t, "the lock to be released", 10*time.Second, func() bool {
 		_, err2 = second.TryLock(ctx)
 		return err2 == nil
 	})
@@ -86,7 +87,7 @@ func TestListenerWaitLock(t *testing.T) {
 	go func() { done <- second.WaitLock(ctx) }()
 
 	// Wait until the second session is blocked on the lock...
-	eventually(t, 10*time.Second, "the second session to wait for the lock", func() bool {
+	testkit.Wait(t, "the second session to wait for the lock", 10*time.Second, func() bool {
 		return count(t, db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $1", int32(second.PID())) == 1
 	})
 	// ...and it has not returned.

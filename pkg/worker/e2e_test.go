@@ -5,45 +5,37 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/worker"
 	"github.com/pepsi-dev/pepsi/pkg/worker/workertest"
 )
 
-// stageBin is contrib/go/stage, the example stage program, built for the tests.
-var stageBin string
-
 func TestMain(m *testing.M) {
 	if os.Getenv(statusLineStage) != "" {
 		worker.MainOnStatusLine(onStatusLine) // run as a stage program
 	}
-	dir, err := os.MkdirTemp("", "pepsi-worker-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stageBin = filepath.Join(dir, "stage")
-	if out, err := exec.Command("go", "build", "-o", stageBin, "../../contrib/go/stage").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build contrib/go/stage: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testkit.Main(m)
+}
+
+// stage builds contrib/go/stage, the example stage program, for the tests.
+func stage(t *testing.T) string {
+	t.Helper()
+	return testkit.Build(t, "github.com/pepsi-dev/pepsi/contrib/go/stage")
 }
 
 // TestDispatched runs the Go example under a real dispatcher: two stages,
 // several workers each, recycled often, with failures and retries mixed in.
 func TestDispatched(t *testing.T) {
+	bin := stage(t)
 	p := workertest.Start(t,
-		workertest.Stage{Name: "a", Program: stageBin + " --next b", Parallelism: 2, QueueLimit: 4, MaxMessages: 25},
-		workertest.Stage{Name: "b", Program: stageBin, Parallelism: 2, QueueLimit: 8, MaxMessages: 40})
+		workertest.Stage{Name: "a", Program: bin + " --next b", Parallelism: 2, QueueLimit: 4, MaxMessages: 25},
+		workertest.Stage{Name: "b", Program: bin, Parallelism: 2, QueueLimit: 8, MaxMessages: 40})
 	const n = 300
 	payloads := make([][]byte, n)
 	for i := range payloads {
@@ -85,7 +77,7 @@ func TestDispatched(t *testing.T) {
 // run starts the example stage binary with args and stdin.
 func run(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(stageBin, args...)
+	cmd := exec.Command(stage(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -135,7 +127,7 @@ func TestMainExit(t *testing.T) {
 		}
 	})
 	t.Run("SIGTERM", func(t *testing.T) {
-		cmd := exec.Command(stageBin)
+		cmd := exec.Command(stage(t))
 		cmd.Env = append(os.Environ(), noConf, "PEPSI_DSN="+p.DSN)
 		stdin, err := cmd.StdinPipe() // held open: the program waits for ids
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 	"github.com/pepsi-dev/pepsi/pkg/worker"
@@ -370,19 +371,13 @@ func TestRunCancel(t *testing.T) {
 
 // waitNoBackend waits until no session other than the pool's runs pg_sleep.
 func (f *fixture) waitNoBackend(t *testing.T) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	t.Helper()
+	testkit.Wait(t, "the cancelled transaction to end on the server", 30*time.Second, func() bool {
 		var n int64
 		_ = f.db.Pool.QueryRow(context.Background(),
 			"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()").Scan(&n)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled transaction is still running on the server")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 0
+	})
 }
 
 // TestRunTransient re-runs a pass that hit a serialization failure.

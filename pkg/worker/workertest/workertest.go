@@ -11,17 +11,14 @@
 package workertest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
@@ -50,31 +47,33 @@ type Pipeline struct {
 	done   chan error
 }
 
+// Buffer is a log sink safe for concurrent writers.
+type Buffer = testkit.Buffer
+
 // Start creates a migrated database, writes a pepsi.conf with the stages
 // (and settings that keep a test short: a 5 s SHUTDOWN_GRACE, a 1 s
 // SPAWN_COOLDOWN) and starts a dispatcher on it, stopped when t ends.
 func Start(t testing.TB, stages ...Stage) *Pipeline {
 	t.Helper()
-	db, dsn := pgtest.New(t)
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "[database]\nDSN = %s\n\n[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n", dsn)
+	conf.WriteString("[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n")
 	for _, s := range stages {
 		fmt.Fprintf(&conf, "\n[stage-%s]\nPROGRAM = %s\n", s.Name, s.Program)
-		for key, v := range map[string]int{"PARALLELISM": s.Parallelism, "QUEUE_LIMIT": s.QueueLimit, "MAX_MESSAGES": s.MaxMessages} {
-			if v != 0 {
-				fmt.Fprintf(&conf, "%s = %d\n", key, v)
+		for _, kv := range []struct {
+			key string
+			v   int
+		}{{"PARALLELISM", s.Parallelism}, {"QUEUE_LIMIT", s.QueueLimit}, {"MAX_MESSAGES", s.MaxMessages}} {
+			if kv.v != 0 {
+				fmt.Fprintf(&conf, "%s = %d\n", kv.key, kv.v)
 			}
 		}
 	}
-	path := filepath.Join(t.TempDir(), "pepsi.conf")
-	if err := os.WriteFile(path, []byte(conf.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
+	site := testkit.NewSite(t, conf.String())
+	cfg, err := config.Load(site.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Pipeline{T: t, DB: db, DSN: dsn, Path: path, Config: cfg, Logs: &Buffer{}}
+	p := &Pipeline{T: t, DB: site.DB, DSN: site.DSN, Path: site.Path, Config: cfg, Logs: site.Logs}
 	log := slog.New(slog.NewTextHandler(p.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := dispatch.New(dispatch.Options{Config: cfg, Log: log})
 	if err != nil {
@@ -89,6 +88,12 @@ func Start(t testing.TB, stages ...Stage) *Pipeline {
 		}
 	})
 	return p
+}
+
+// site is the pipeline as a testkit.Site: a Pipeline made as a literal
+// (without Start) has one too.
+func (p *Pipeline) site() *testkit.Site {
+	return &testkit.Site{T: p.T, DB: p.DB, DSN: p.DSN, Path: p.Path, Logs: p.Logs}
 }
 
 // Stop stops the dispatcher as SIGTERM does and returns what Run returned.
@@ -125,31 +130,19 @@ func (p *Pipeline) Enqueue(stage string, payloads ...[]byte) []int64 {
 // Int64 runs a query that returns one number.
 func (p *Pipeline) Int64(sql string, args ...any) int64 {
 	p.T.Helper()
-	var n int64
-	if err := p.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		p.T.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return p.site().Int64(sql, args...)
 }
 
 // WaitFor polls cond until it holds, failing the test after timeout.
 func (p *Pipeline) WaitFor(what string, timeout time.Duration, cond func() bool) {
 	p.T.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			p.T.Fatalf("workertest: timed out after %v waiting for %s; log:\n%s", timeout, what, p.Logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.site().WaitFor(what, timeout, cond)
 }
 
 // WaitSettled waits until every message is done or failed.
 func (p *Pipeline) WaitSettled(timeout time.Duration) {
 	p.T.Helper()
-	p.WaitFor("every message done or failed", timeout, func() bool {
-		return p.Int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')") == 0
-	})
+	p.site().WaitSettled(timeout)
 }
 
 // Row is a message's queue row and headers.
@@ -181,43 +174,7 @@ func (p *Pipeline) Check() {
 	if err := p.Stop(); err != nil {
 		p.T.Errorf("workertest: dispatcher returned %v; log:\n%s", err, p.Logs)
 	}
-	if n := p.Int64("SELECT count(*) FROM pepsi.state WHERE status = 'running'"); n != 0 {
-		p.T.Errorf("workertest: %d messages left running; log:\n%s", n, p.Logs)
+	if !p.site().Check() {
+		p.T.Logf("workertest: log:\n%s", p.Logs)
 	}
-	if n := p.Int64("SELECT count(*) FROM pepsi.message m LEFT JOIN pepsi.state s ON s.id = m.id WHERE s.id IS NULL"); n != 0 {
-		p.T.Errorf("workertest: %d messages without a queue row", n)
-	}
-	_, g, err := p.DB.ReadStats(context.Background())
-	if err != nil {
-		p.T.Fatal(err)
-	}
-	done := p.Int64("SELECT count(*) FROM pepsi.state WHERE status = 'done'")
-	failed := p.Int64("SELECT count(*) FROM pepsi.state WHERE status = 'failed'")
-	if g.Done != done || g.Failed != failed {
-		p.T.Errorf("workertest: dispatch_stats done %d failed %d, rows done %d failed %d", g.Done, g.Failed, done, failed)
-	}
-	if g.Claimed != g.Done+g.Failed+g.Paused+g.Requeued+g.Reset {
-		p.T.Errorf("workertest: claimed %d != done %d + failed %d + paused %d + requeued %d + reset %d",
-			g.Claimed, g.Done, g.Failed, g.Paused, g.Requeued, g.Reset)
-	}
-}
-
-// Buffer is a log sink safe for concurrent writers.
-type Buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends to the buffer.
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was written.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,0 +1,108 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// Site is a test database and a pepsi.conf for a dispatcher on it: what the
+// dispatcher tests' bundle, workertest.Pipeline, the metrics test and the
+// app's fault tests have in common. How the dispatcher runs (in this
+// process or as the binary) is theirs.
+type Site struct {
+	T    testing.TB
+	DB   *pgtest.DB // the product's pool on it, and Pool for the test's own SQL
+	DSN  string
+	Path string  // the pepsi.conf
+	Logs *Buffer // for what runs in the test's process: a dispatcher, and its workers' stderr
+}
+
+// NewSite creates a migrated database, dropped when t ends, and writes a
+// pepsi.conf: its DSN in [database], then conf (the [pepsi-dispatch] and
+// [stage-NAME] sections).
+func NewSite(t testing.TB, conf string) *Site {
+	t.Helper()
+	db, dsn := pgtest.New(t)
+	path := filepath.Join(t.TempDir(), "pepsi.conf")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("[database]\nDSN = %s\n\n%s", dsn, conf)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &Site{T: t, DB: db, DSN: dsn, Path: path, Logs: &Buffer{}}
+}
+
+// WorkerTables creates the tables the test worker (see Worker) records its
+// passes and starts in: test_passes and test_workers.
+func (s *Site) WorkerTables() {
+	s.T.Helper()
+	createWorkerTables(s.T, s.DB.Pool)
+}
+
+// Enqueue puts one message per payload at stage, in one statement, and
+// returns their ids.
+func (s *Site) Enqueue(stage string, payloads ...[]byte) []int64 {
+	s.T.Helper()
+	ids, err := s.DB.EnqueueBulk(context.Background(), queue.Bulk{Stage: stage, Payloads: payloads})
+	if err != nil {
+		s.T.Fatalf("enqueue at %s: %v", stage, err)
+	}
+	return ids
+}
+
+// Int64 runs a query that returns one number.
+func (s *Site) Int64(sql string, args ...any) int64 {
+	s.T.Helper()
+	var n int64
+	if err := s.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		s.T.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// IDs runs a query that returns one number a row (message ids, pids).
+func (s *Site) IDs(sql string, args ...any) []int64 {
+	s.T.Helper()
+	rows, err := s.DB.Pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		s.T.Fatalf("%s: %v", sql, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		s.T.Fatalf("%s: %v", sql, err)
+	}
+	return ids
+}
+
+// Count is how many messages are in status.
+func (s *Site) Count(status string) int64 {
+	s.T.Helper()
+	return s.Int64("SELECT count(*) FROM pepsi.state WHERE status = $1", status)
+}
+
+// WaitFor is Wait showing the site's log and logs.
+func (s *Site) WaitFor(what string, timeout time.Duration, cond func() bool, logs ...fmt.Stringer) {
+	s.T.Helper()
+	Wait(s.T, what, timeout, cond, append([]fmt.Stringer{s.Logs}, logs...)...)
+}
+
+// WaitSettled waits until every message is done or failed.
+func (s *Site) WaitSettled(timeout time.Duration, logs ...fmt.Stringer) {
+	s.T.Helper()
+	s.WaitFor("every message done or failed", timeout, func() bool {
+		return s.Int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')") == 0
+	}, logs...)
+}
+
+// Check is CheckInvariants on the site's database.
+func (s *Site) Check(checks ...Check) bool {
+	s.T.Helper()
+	return CheckInvariants(s.T, s.DB, checks...)
+}
