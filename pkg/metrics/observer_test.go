@@ -160,6 +160,9 @@ PROGRAM = /nonexistent/stage
 		return f.value("pepsi_inflight", "stage", "work") == 0 && f.value("pepsi_inflight", "stage", "faults") == 0 &&
 			f.value("pepsi_worker_start_failures_total", "stage", "broken") >= 1 &&
 			answered == 5 && f.value("pepsi_stage_results_total", "stage", "ghost", "result", "ok") == 1 &&
+			// A pass's result and busy time are two counters: a scrape
+			// between them sees one.
+			f.value("pepsi_stage_busy_seconds_total", "stage", "ghost") >= 0.25 &&
 			f.value("pepsi_worker_stderr_cut_bytes_total", "stage", "work") == 10000-4096
 	})
 	if code, body := testkit.Get(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
