@@ -148,7 +148,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.backlog += s.Parallelism * s.QueueLimit
 		d.byName[s.Name] = p
 	}
-	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.DSN)
+	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN())
 	return d, nil
 }
 
