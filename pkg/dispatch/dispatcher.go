@@ -218,6 +218,12 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	if lis, err = d.dial(ctx); err != nil {
 		return nil, nil, err
 	}
+	if err := lis.CheckSession(ctx); err != nil { // not through a transaction-mode pooler
+		if ctx.Err() != nil {
+			err = errStopped
+		}
+		return nil, lis, err
+	}
 	if err := d.checkLimits(ctx, lis); err != nil {
 		return nil, lis, err
 	}
