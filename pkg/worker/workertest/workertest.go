@@ -55,9 +55,27 @@ type Pipeline struct {
 // SPAWN_COOLDOWN) and starts a dispatcher on it, stopped when t ends.
 func Start(t testing.TB, stages ...Stage) *Pipeline {
 	t.Helper()
+	return StartWith(t, Options{}, stages...)
+}
+
+// Options are what StartWith adds to the pepsi.conf that Start writes.
+type Options struct {
+	// WorkerDSN, when set, makes [database] WORKER_DSN from the test
+	// database's DSN: the stage programs connect with it (a pooler in
+	// front of the database, say), the dispatcher with the DSN.
+	WorkerDSN func(dsn string) string
+}
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options, stages ...Stage) *Pipeline {
+	t.Helper()
 	db, dsn := pgtest.New(t)
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "[database]\nDSN = %s\n\n[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n", dsn)
+	fmt.Fprintf(&conf, "[database]\nDSN = %s\n", dsn)
+	if opts.WorkerDSN != nil {
+		fmt.Fprintf(&conf, "WORKER_DSN = %s\n", opts.WorkerDSN(dsn))
+	}
+	conf.WriteString("\n[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n")
 	for _, s := range stages {
 		fmt.Fprintf(&conf, "\n[stage-%s]\nPROGRAM = %s\n", s.Name, s.Program)
 		for key, v := range map[string]int{"PARALLELISM": s.Parallelism, "QUEUE_LIMIT": s.QueueLimit, "MAX_MESSAGES": s.MaxMessages} {
