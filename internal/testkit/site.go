@@ -28,12 +28,17 @@ type Site struct {
 
 // NewSite creates a migrated database, dropped when t ends, and writes a
 // pepsi.conf: its DSN in [database], then conf (the [pepsi-dispatch] and
-// [stage-NAME] sections).
-func NewSite(t testing.TB, conf string) *Site {
+// [stage-NAME] sections). Each of database, given the DSN, returns more
+// [database] keys ("WORKER_DSN = …\n").
+func NewSite(t testing.TB, conf string, database ...func(dsn string) string) *Site {
 	t.Helper()
 	db, dsn := pgtest.New(t)
+	keys := ""
+	for _, f := range database {
+		keys += f(dsn)
+	}
 	path := filepath.Join(t.TempDir(), "pepsi.conf")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf("[database]\nDSN = %s\n\n%s", dsn, conf)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("[database]\nDSN = %s\n%s\n%s", dsn, keys, conf)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return &Site{T: t, DB: db, DSN: dsn, Path: path, Logs: &Buffer{}}

@@ -1,10 +1,11 @@
 // Package config loads and validates pepsi.conf, the INI file shared by every
 // pepsi command and by the stage programs (SPEC §3, seed 004 §23.3).
 //
-// The file has three kinds of section: [database] (DSN), [pepsi-dispatch]
-// (the coordinator's settings) and one [stage-NAME] per stage. Everything is
-// validated up front; every mistake is reported as an *Error that names the
-// file and the line, so `pepsi` can exit 2 with one clear message.
+// The file has three kinds of section: [database] (DSN, WORKER_DSN),
+// [pepsi-dispatch] (the coordinator's settings) and one [stage-NAME] per
+// stage. Everything is validated up front; every mistake is reported as an
+// *Error that names the file and the line, so `pepsi` can exit 2 with one
+// clear message.
 package config
 
 import (
@@ -22,6 +23,12 @@ type Config struct {
 	DSN      string   // [database] DSN, overridden by PEPSI_DSN (see Resolve)
 	Dispatch Dispatch // the [pepsi-dispatch] section
 	Stages   []Stage  // the [stage-NAME] sections, in file order
+
+	// WorkerDSN is [database] WORKER_DSN: what the stage programs get as
+	// PEPSI_DSN instead of DSN, typically a connection pooler in front of
+	// the server; "" when unset (then they get DSN). PEPSI_DSN overrides
+	// DSN only, not this.
+	WorkerDSN string
 }
 
 // Dispatch holds the [pepsi-dispatch] settings.
@@ -139,6 +146,15 @@ func (c *Config) Stage(name string) (*Stage, bool) {
 		}
 	}
 	return nil, false
+}
+
+// StageDSN returns the DSN the stage programs get as PEPSI_DSN: WORKER_DSN,
+// or DSN when it is unset.
+func (c *Config) StageDSN() string {
+	if c.WorkerDSN != "" {
+		return c.WorkerDSN
+	}
+	return c.DSN
 }
 
 // StageNames returns the stage names in file order.

@@ -720,3 +720,34 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestWorkerDSN: [database] WORKER_DSN is what stage programs get as
+// PEPSI_DSN (StageDSN), DSN when it is unset; PEPSI_DSN overrides DSN only.
+func TestWorkerDSN(t *testing.T) {
+	c := mustParse(t, "[database]\nDSN = host=/run/postgresql dbname=pepsi\nWORKER_DSN = host=/run/pgbouncer port=6432 dbname=pepsi ; the pooler\n")
+	if c.DSN != "host=/run/postgresql dbname=pepsi" || c.WorkerDSN != "host=/run/pgbouncer port=6432 dbname=pepsi" || c.StageDSN() != c.WorkerDSN {
+		t.Errorf("DSN %q WorkerDSN %q StageDSN %q", c.DSN, c.WorkerDSN, c.StageDSN())
+	}
+	for _, src := range []string{"[database]\nDSN = x\n", "[database]\nDSN = x\nWORKER_DSN =\n"} {
+		if c := mustParse(t, src); c.WorkerDSN != "" || c.StageDSN() != "x" {
+			t.Errorf("%q: WorkerDSN %q StageDSN %q, want \"\", \"x\"", src, c.WorkerDSN, c.StageDSN())
+		}
+	}
+	for src, want := range map[string]string{
+		"[database]\nWORKER_DSN = a\nDSN = x\nWORKER_DSN = b\n": `pepsi.conf:4: duplicate key "WORKER_DSN" in [database] (first at line 2)`,
+		"[pepsi-dispatch]\nWORKER_DSN = a\n":                    `pepsi.conf:2: unknown key "WORKER_DSN" in [pepsi-dispatch]`,
+	} {
+		if _, err := Parse("pepsi.conf", []byte(src)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: error %v, want %s", src, err, want)
+		}
+	}
+
+	conf := writeConf(t, t.TempDir(), "pepsi.conf", "[database]\nDSN = direct\nWORKER_DSN = pooled\n")
+	c, err := Resolve(conf, func(k string) string { return map[string]string{"PEPSI_DSN": "from-env"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DSN != "from-env" || c.StageDSN() != "pooled" {
+		t.Errorf("with PEPSI_DSN: DSN %q StageDSN %q, want from-env, pooled", c.DSN, c.StageDSN())
+	}
+}

@@ -48,7 +48,7 @@ const (
 
 // keys lists the keys each kind of section accepts.
 var keys = map[string][]string{
-	sectionDatabase: {"DSN"},
+	sectionDatabase: {"DSN", "WORKER_DSN"},
 	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
 		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL"},
@@ -144,7 +144,11 @@ func Parse(file string, data []byte) (*Config, error) {
 			var msg string
 			switch s.kind {
 			case sectionDatabase:
-				c.DSN = k.value()
+				if k.name == "WORKER_DSN" {
+					c.WorkerDSN = k.value()
+				} else {
+					c.DSN = k.value()
+				}
 			case sectionDispatch:
 				msg = setDispatch(&c.Dispatch, k.name, k.value())
 				if strings.HasPrefix(k.name, "RECONNECT_") {

@@ -148,7 +148,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.backlog += s.Parallelism * s.QueueLimit
 		d.byName[s.Name] = p
 	}
-	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.DSN)
+	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN())
 	return d, nil
 }
 
@@ -217,6 +217,12 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	dc := d.cfg.Dispatch
 	if lis, err = d.dial(ctx); err != nil {
 		return nil, nil, err
+	}
+	if err := lis.CheckSession(ctx); err != nil { // not through a transaction-mode pooler
+		if ctx.Err() != nil {
+			err = errStopped
+		}
+		return nil, lis, err
 	}
 	if err := d.checkLimits(ctx, lis); err != nil {
 		return nil, lis, err

@@ -44,7 +44,13 @@ const listedStages = 5
 // has it, and own sessions of the dispatcher's add up to more than the
 // server lets ordinary roles open. Sessions that others hold are not
 // counted: they come and go, and the check must say the same every time.
+// With WORKER_DSN set there is nothing to check: the workers connect
+// through it, a pooler as a rule, whose pool is what they take of the
+// server.
 func checkConnections(cfg *config.Config, own int, limit queue.ConnLimit) error {
+	if cfg.WorkerDSN != "" {
+		return nil
+	}
 	workers := 0
 	for _, s := range cfg.Stages {
 		workers += s.Parallelism

@@ -63,3 +63,13 @@ func TestCheckConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckConnectionsWorkerDSN: workers that connect through WORKER_DSN
+// (a pooler) are not counted against the server's limit.
+func TestCheckConnectionsWorkerDSN(t *testing.T) {
+	cfg := &config.Config{Path: "/etc/pepsi/pepsi.conf", WorkerDSN: "port=6432",
+		Stages: []config.Stage{{Name: "a", Parallelism: 500}, {Name: "b", Parallelism: 500}}}
+	if err := checkConnections(cfg, ownConns(cfg), queue.ConnLimit{MaxConnections: 100, SuperuserReserved: 3}); err != nil {
+		t.Errorf("with WORKER_DSN: %v, want no error", err)
+	}
+}

@@ -37,6 +37,10 @@ func Dial(ctx context.Context, dsn, channel string) (*Listener, error) {
 	}
 	host, _ := os.Hostname()
 	cfg.RuntimeParams["application_name"] = fmt.Sprintf("pepsi dispatch pid %d on %s", os.Getpid(), host)
+	// No prepared statements (a handful of statements, one every
+	// heartbeat): through a pooler in transaction mode CheckSession can
+	// then say what is wrong instead of failing on a missing statement.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", describe(err))

@@ -1,6 +1,11 @@
 package worker
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // SetMaxHold changes how long answers to pipelined ids may be held, until
 // the returned function restores it.
@@ -8,4 +13,20 @@ func SetMaxHold(d time.Duration) (restore func()) {
 	old := maxHold
 	maxHold = d
 	return func() { maxHold = old }
+}
+
+// Connect makes the connection Run would make for dsn, and says whether
+// it found a pooler in front of the server.
+func Connect(ctx context.Context, dsn string) (conn *pgx.Conn, pooled bool, err error) {
+	cfg, auto, err := connConfig(dsn, "")
+	if err != nil {
+		return nil, false, err
+	}
+	if conn, err = connect(ctx, cfg, auto); err != nil {
+		return nil, false, err
+	}
+	if auto {
+		pooled, err = behindPooler(ctx, conn.PgConn())
+	}
+	return conn, pooled, err
 }

@@ -23,7 +23,9 @@ import (
 // Options configures Run.
 type Options struct {
 	// Conn is the connection to use; Run does not close it. When nil, Run
-	// connects to DSN and closes the connection when it returns.
+	// connects to DSN and closes the connection when it returns. Run
+	// chooses the query exec mode only for a connection it makes (see the
+	// package documentation); Conn's is the caller's.
 	Conn *pgx.Conn
 	DSN  string
 	// AppName is the application_name of a connection Run makes, unless
@@ -95,11 +97,11 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 		r.log = slog.Default()
 	}
 	if r.conn == nil {
-		cfg, err := connConfig(opts.DSN, opts.AppName)
+		cfg, auto, err := connConfig(opts.DSN, opts.AppName)
 		if err != nil {
 			return err
 		}
-		r.connCfg = cfg
+		r.connCfg, r.autoMode = cfg, auto
 		if r.mode != OnStatusLine {
 			if _, err := r.db(ctx); err != nil {
 				return err
@@ -224,11 +226,13 @@ func (a *answers) stop() {
 	}
 }
 
-// connConfig parses the DSN of a worker's one connection.
-func connConfig(dsn, app string) (*pgx.ConnConfig, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+// connConfig parses the DSN of a worker's one connection. auto says that
+// the DSN leaves the query exec mode to pgx's default, so that connect may
+// choose it (see connect).
+func connConfig(dsn, app string) (cfg *pgx.ConnConfig, auto bool, err error) {
+	cfg, err = pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("bad DSN: %w", err)
+		return nil, false, fmt.Errorf("bad DSN: %w", err)
 	}
 	if app == "" {
 		app = "pepsi-worker"
@@ -236,7 +240,80 @@ func connConfig(dsn, app string) (*pgx.ConnConfig, error) {
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = app
 	}
-	return cfg, nil
+	// pgx.ParseConfig takes default_query_exec_mode out of the runtime
+	// parameters; pgconn's parse leaves it in, so it tells whether the
+	// DSN named one.
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, false, fmt.Errorf("bad DSN: %w", err)
+	}
+	_, named := pc.RuntimeParams["default_query_exec_mode"]
+	return cfg, !named, nil
+}
+
+// connect makes a worker's one connection. With auto (the DSN names no
+// default_query_exec_mode) it chooses how statements are sent:
+//
+//   - Connected to PostgreSQL itself, pgx's default, QueryExecModeCacheStatement:
+//     each statement is prepared once on the session and then runs in one
+//     round trip without being parsed and planned again.
+//   - Behind a connection pooler, QueryExecModeExec: every statement is
+//     sent with the unnamed statement, parsed and run in the same round
+//     trip, so nothing outlives the transaction. A pooler in transaction
+//     mode hands each transaction whichever server connection is free,
+//     where a statement prepared on another does not exist (and PgBouncer
+//     before 1.21, Debian 12's 1.18 among them, does not carry prepared
+//     statements across in that mode).
+//
+// The session is PostgreSQL's own when the pid in the key data it sent at
+// start-up (BackendKeyData) is the pid pg_backend_pid() reports: a pooler
+// sends a key of its own, as it must to route a cancel request when the
+// client has no server process of its own. The test is one simple-protocol
+// query in the start-up (AfterConnect); behind a pooler the connection is
+// then made again in exec mode, which costs a login to the pooler, not a
+// server process.
+func connect(ctx context.Context, cfg *pgx.ConnConfig, auto bool) (*pgx.Conn, error) {
+	if !auto {
+		return pgx.ConnectConfig(ctx, cfg)
+	}
+	probe := cfg.Copy()
+	pooled := false
+	after := probe.AfterConnect
+	probe.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		if after != nil {
+			if err := after(ctx, pc); err != nil {
+				return err
+			}
+		}
+		p, err := behindPooler(ctx, pc)
+		pooled = p
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, probe)
+	if err != nil || !pooled {
+		return conn, err
+	}
+	conn.Close(ctx)
+	exec := cfg.Copy()
+	exec.DefaultQueryExecMode = pgx.QueryExecModeExec
+	return pgx.ConnectConfig(ctx, exec)
+}
+
+// behindPooler reports whether pc is not PostgreSQL's own session: the
+// server process that runs its statements is not the one whose key it got.
+func behindPooler(ctx context.Context, pc *pgconn.PgConn) (bool, error) {
+	rs, err := pc.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
+	if err != nil {
+		return false, err
+	}
+	if len(rs) != 1 || len(rs[0].Rows) != 1 || len(rs[0].Rows[0]) != 1 {
+		return false, errors.New("SELECT pg_backend_pid() returned no row")
+	}
+	pid, err := strconv.ParseUint(string(rs[0].Rows[0][0]), 10, 32)
+	if err != nil {
+		return false, fmt.Errorf("SELECT pg_backend_pid(): %w", err)
+	}
+	return uint32(pid) != pc.PID(), nil
 }
 
 // db returns the worker's one connection, making it on first use. A
@@ -248,7 +325,7 @@ func (r *runner) db(ctx context.Context) (*pgx.Conn, error) {
 	if r.connErr != nil {
 		return nil, r.connErr
 	}
-	conn, err := pgx.ConnectConfig(ctx, r.connCfg)
+	conn, err := connect(ctx, r.connCfg, r.autoMode)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.connErr = fmt.Errorf("connect to database: %w", err)
@@ -313,14 +390,15 @@ func peekBuffered(br *bufio.Reader) []byte {
 
 // runner holds what serving a message needs.
 type runner struct {
-	fn      Func
-	conn    *pgx.Conn // nil until made (OnStatusLine connects when first needed)
-	connCfg *pgx.ConnConfig
-	connErr error // connecting failed: the database is lost
-	log     *slog.Logger
-	txo     pgx.TxOptions
-	mode    Mode
-	stage   string
+	fn       Func
+	conn     *pgx.Conn // nil until made (OnStatusLine connects when first needed)
+	connCfg  *pgx.ConnConfig
+	autoMode bool  // connect chooses the query exec mode (the DSN names none)
+	connErr  error // connecting failed: the database is lost
+	log      *slog.Logger
+	txo      pgx.TxOptions
+	mode     Mode
+	stage    string
 }
 
 // serve answers one input line. A non-nil error ends Run: after the answer

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,9 +123,31 @@ func byPayload(ctx context.Context, m *worker.Message) (worker.Move, error) {
 }
 
 // TestRunMoves feeds every kind of message through Run and checks each
-// answer and row.
+// answer and row: with the exec mode Run chooses on a direct connection
+// (pgx's statement cache), and with the one it chooses behind a pooler
+// (exec: nothing prepared, text results), named in the DSN here.
 func TestRunMoves(t *testing.T) {
+	for _, mode := range []string{"", "exec"} {
+		t.Run("mode="+mode, func(t *testing.T) { runMoves(t, mode) })
+	}
+}
+
+// withParam adds key=value to a URL or keyword/value DSN.
+func withParam(dsn, key, value string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + key + "=" + value
+}
+
+func runMoves(t *testing.T, mode string) {
 	f := newFixture(t)
+	if mode != "" {
+		f.dsn = withParam(f.dsn, "default_query_exec_mode", mode)
+	}
 	ids := f.running("advance", "finish", "pause", "fail", "error", "zero", "same", "badstage", "panic", "fused", "badfused", "headers")
 	var in strings.Builder
 	for _, id := range ids {
@@ -497,5 +520,29 @@ func TestRunStageEndsTx(t *testing.T) {
 	}
 	if status, stage, _, _ := f.row(ids[0]); status != "running" || stage != "a" {
 		t.Errorf("message %s at %s, want still running at a", status, stage)
+	}
+}
+
+// TestConnectMode checks the query exec mode of the connection Run makes:
+// pgx's statement cache on PostgreSQL's own session, the DSN's mode when
+// it names one. (Behind PgBouncer it is exec: contrib's TestPgBouncer.)
+func TestConnectMode(t *testing.T) {
+	dsn := pgtest.Empty(t)
+	for _, tc := range []struct {
+		dsn  string
+		want pgx.QueryExecMode
+	}{
+		{dsn, pgx.QueryExecModeCacheStatement},
+		{withParam(dsn, "default_query_exec_mode", "simple_protocol"), pgx.QueryExecModeSimpleProtocol},
+		{withParam(dsn, "default_query_exec_mode", "cache_statement"), pgx.QueryExecModeCacheStatement},
+	} {
+		conn, pooled, err := worker.Connect(context.Background(), tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := conn.Config().DefaultQueryExecMode; got != tc.want || pooled {
+			t.Errorf("%s: mode %v, behind a pooler %v; want %v, false", tc.dsn, got, pooled, tc.want)
+		}
+		conn.Close(context.Background())
 	}
 }

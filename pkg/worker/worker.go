@@ -55,6 +55,20 @@
 // needs them. worker.Fail is still carried out by the stage itself
 // (pepsi.fail), so that a dead letter keeps its reason.
 //
+// Behind a connection pooler in transaction mode (PgBouncer's pool_mode =
+// transaction, with fewer server connections than workers) a stage works
+// as it does on a direct connection: each message's pass is one
+// transaction, and Main keeps no session state between them (no SET, no
+// session advisory lock, no LISTEN, no temporary table). Statements are
+// not prepared there: the connection finds out at start whether it is
+// PostgreSQL's own session and, when it is not, sends every statement with
+// pgx's QueryExecModeExec (parsed and run in one round trip, nothing left
+// on the server) instead of the statement cache pgx uses by default, whose
+// prepared statements would be missing on the next transaction's server
+// connection. A DSN that names default_query_exec_mode keeps that mode. A
+// stage that does work in m.Tx should do the same: no SET without LOCAL,
+// nothing kept on the session from one message to the next.
+//
 // Run is the same loop for any reader and writer, for tests and for
 // programs that set up their own connection or signals.
 package worker

@@ -55,6 +55,20 @@ type Buffer = testkit.Buffer
 // SPAWN_COOLDOWN) and starts a dispatcher on it, stopped when t ends.
 func Start(t testing.TB, stages ...Stage) *Pipeline {
 	t.Helper()
+	return StartWith(t, Options{}, stages...)
+}
+
+// Options are what StartWith adds to the pepsi.conf that Start writes.
+type Options struct {
+	// WorkerDSN, when set, makes [database] WORKER_DSN from the test
+	// database's DSN: the stage programs connect with it (a pooler in
+	// front of the database, say), the dispatcher with the DSN.
+	WorkerDSN func(dsn string) string
+}
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options, stages ...Stage) *Pipeline {
+	t.Helper()
 	var conf strings.Builder
 	conf.WriteString("[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n")
 	for _, s := range stages {
@@ -68,7 +82,11 @@ func Start(t testing.TB, stages ...Stage) *Pipeline {
 			}
 		}
 	}
-	site := testkit.NewSite(t, conf.String())
+	var database []func(string) string
+	if opts.WorkerDSN != nil {
+		database = append(database, func(dsn string) string { return "WORKER_DSN = " + opts.WorkerDSN(dsn) + "\n" })
+	}
+	site := testkit.NewSite(t, conf.String(), database...)
 	cfg, err := config.Load(site.Path)
 	if err != nil {
 		t.Fatal(err)
