@@ -17,7 +17,7 @@ import (
 // Auth is who may use the dashboard's actions: the ActionUsers among the
 // basic-auth users of a web configuration file.
 //
-// The file is the Prometheus exporters' web configuration, which Serve
+// The file is the Prometheus exporters' web configuration, which WebServe
 // applies to every request (TLS, basic auth) and reads again for each
 // one, so that users can be changed without a restart; Auth reads it again
 // too. A request's user is the one its basic-auth header names, trusted
@@ -35,7 +35,7 @@ type webUsers struct {
 	Users map[string]string `yaml:"basic_auth_users"`
 }
 
-// CheckWebConfig checks a web configuration file as Serve will use it:
+// CheckWebConfig checks a web configuration file as WebServe will use it:
 // its syntax, its users' bcrypt hashes, its TLS certificate and key.
 func CheckWebConfig(file string) error {
 	if file == "" {

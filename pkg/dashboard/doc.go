@@ -15,9 +15,9 @@
 //   - /messages/ID (message.go): one message, its payload as text or a hex
 //     dump, the first 64 KiB, and /messages/ID/payload for all of it.
 //
-// Actions (actions.go) retry one message, a failure group, or a stage's
-// messages of one status, and purge done or failed messages older than an
-// age, through queue.DB's Redrive and Purge, the code of pepsi queue retry
+// Actions (actions.go, retry.go, purge.go) retry one message, a failure
+// group, or a stage's messages of one status, and purge done or failed
+// messages older than an age, through queue.DB's Redrive and Purge, the code of pepsi queue retry
 // and purge, with its guards for running rows. Each is a POST that first
 // answers with a confirmation showing how many messages it will touch, and
 // is done when posted again with confirm=yes; each is logged with its user.
@@ -30,6 +30,6 @@
 // forbid scripts from anywhere but the server itself and any inline script
 // (Content-Security-Policy), and requests that change something are
 // refused when they come from another origin (http.CrossOriginProtection).
-// Serve (serve.go) serves the site with the Prometheus exporters' web
+// WebServe (serve.go) serves the site with the Prometheus exporters' web
 // configuration (TLS, basic auth) from github.com/prometheus/exporter-toolkit.
 package dashboard
