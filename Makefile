@@ -11,6 +11,7 @@
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
 #   make man          check the hand-written man pages, render them in bin/man
+#   make screenshot   docs/dashboard.png, from the dashboard's browser test
 #   make clean        remove build outputs (not the private cluster:
 #                     scripts/pg-local stop --clean does that)
 #
@@ -58,7 +59,7 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 
 .DEFAULT_GOAL := build
-.PHONY: all build test fmt-check vet staticcheck lint-man man bench bench-go bench-peers install uninstall clean demo
+.PHONY: all build test fmt-check vet staticcheck lint-man man screenshot bench bench-go bench-peers install uninstall clean demo
 
 all: build
 
@@ -103,6 +104,13 @@ man: lint-man
 		if command -v mandoc >/dev/null 2>&1; then mandoc -T utf8 $$p; else groff -t -man -Tutf8 $$p; fi \
 			| sed 's/.\x08//g' > $$out || exit 1; \
 	done; echo "man: pages rendered in bin/man/"
+
+# The README's picture of the dashboard: the overview as pkg/dashboard's
+# TestBrowser sees it in headless Chromium (apt-get install chromium).
+screenshot:
+	@dsn=$$(bash scripts/test-dsn) || exit 1; \
+	PEPSI_TEST_DSN="$$dsn" PEPSI_DASHBOARD_SCREENSHOT='$(CURDIR)/docs/dashboard.png' \
+		$(GO) test -count=1 -run '^TestBrowser$$' ./pkg/dashboard/ && echo "screenshot: docs/dashboard.png"
 
 test: fmt-check vet staticcheck lint-man
 	@race='$(RACE)'; if [ -z "$$race" ]; then echo "make test: WARNING: running WITHOUT -race (needs cgo and a C compiler: apt-get install -y gcc)" >&2; fi

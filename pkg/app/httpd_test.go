@@ -254,7 +254,6 @@ func TestHTTPDBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"httpd"}, 2, "pepsi httpd: --listen ADDR is required"},
 		{[]string{"httpd", "--listen", "localhost"}, 2, `pepsi httpd: --listen "localhost": want HOST:PORT or :PORT`},
 		{[]string{"httpd", "--listen", "localhost:"}, 2, `pepsi httpd: --listen "localhost:": no port`},
 		{[]string{"httpd", "--listen", ":70000"}, 2, `pepsi httpd: --listen ":70000": port 70000 out of range`},

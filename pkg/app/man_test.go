@@ -31,8 +31,9 @@ import (
 //     .SS heading of its command's page, and its flags are entries in that
 //     .SS section when it has one;
 //   - every key pepsi.conf accepts is an entry of its section ([database],
-//     [pepsi-dispatch], [stage-NAME]) in pepsi.conf(5), and every key of
-//     [pepsi-dispatch] and [stage-NAME] an entry in pepsi-dispatch(1);
+//     [pepsi-dispatch], [pepsi-httpd], [stage-NAME]) in pepsi.conf(5), every
+//     key of [pepsi-dispatch] and [stage-NAME] an entry in pepsi-dispatch(1),
+//     and every key of [pepsi-httpd] an entry in pepsi-httpd(1);
 //   - every statistics column is an entry in pepsi-stats(1), and every
 //     metric family pepsi stats writes is named there;
 //   - every pepsi page a page refers to exists.
@@ -215,7 +216,7 @@ func configKeys(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	headings := map[string]string{"sectionDatabase": "[database]", "sectionDispatch": "[pepsi-dispatch]", "stagePrefix": "[stage-NAME]"}
+	headings := map[string]string{"sectionDatabase": "[database]", "sectionDispatch": "[pepsi-dispatch]", "sectionHTTPD": "[pepsi-httpd]", "stagePrefix": "[stage-NAME]"}
 	keys := map[string][]string{}
 	ast.Inspect(f, func(n ast.Node) bool {
 		vs, ok := n.(*ast.ValueSpec)
@@ -253,6 +254,7 @@ func TestManConfigKeys(t *testing.T) {
 	keys := configKeys(t)
 	conf := readManPage(t, "pepsi.conf.5")
 	dispatch := readManPage(t, "pepsi-dispatch.1")
+	httpd := readManPage(t, "pepsi-httpd.1")
 	for heading, ks := range keys {
 		sec := conf.section(heading)
 		if sec == nil {
@@ -263,8 +265,16 @@ func TestManConfigKeys(t *testing.T) {
 			if !hasTerm(sec.tags, k) {
 				t.Errorf("pepsi.conf.5: key %s is not an entry of %s", k, heading)
 			}
-			if heading != "[database]" && !hasTerm(dispatch.allTags(), k) {
-				t.Errorf("pepsi-dispatch.1: key %s of %s is not an entry", k, heading)
+			switch heading {
+			case "[database]":
+			case "[pepsi-httpd]":
+				if !hasTerm(httpd.allTags(), k) {
+					t.Errorf("pepsi-httpd.1: key %s of %s is not an entry", k, heading)
+				}
+			default:
+				if !hasTerm(dispatch.allTags(), k) {
+					t.Errorf("pepsi-dispatch.1: key %s of %s is not an entry", k, heading)
+				}
 			}
 		}
 	}

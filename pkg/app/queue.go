@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -98,37 +97,15 @@ func parseStageFlag(c *cli.Context, flag string) (string, error) {
 	return s, nil
 }
 
-// daysRE splits a leading number of days off a duration: "7d", "1d12h".
-var daysRE = regexp.MustCompile(`^([0-9]+)d(.*)$`)
-
-// secondsRE matches plain seconds: "300", "0.5".
-var secondsRE = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?|\.[0-9]+)$`)
-
-// parseAge reads a duration flag: plain seconds ("300"), a Go duration
-// ("90m", "36h", "1h30m"), or days first ("7d", "1d12h"). Negative
-// durations are refused.
+// parseAge reads a duration flag with config.ParseAge: plain seconds
+// ("300"), a Go duration ("90m", "36h", "1h30m"), or days first ("7d",
+// "1d12h"). Negative durations are refused.
 func parseAge(flag, s string) (time.Duration, error) {
-	bad := usage("--%s %q: want seconds or a duration such as 90m, 36h or 7d", flag, s)
-	var days time.Duration
-	rest := s
-	if m := daysRE.FindStringSubmatch(s); m != nil {
-		n, err := strconv.ParseInt(m[1], 10, 64)
-		if err != nil || n > 100000 {
-			return 0, bad
-		}
-		days, rest = time.Duration(n)*24*time.Hour, m[2]
-		if rest == "" {
-			return days, nil
-		}
+	d, err := config.ParseAge(s)
+	if err != nil {
+		return 0, usage("--%s %q: want seconds or a duration such as 90m, 36h or 7d", flag, s)
 	}
-	if secondsRE.MatchString(rest) && days == 0 {
-		rest += "s"
-	}
-	d, err := time.ParseDuration(rest)
-	if err != nil || d < 0 || days+d < 0 {
-		return 0, bad
-	}
-	return days + d, nil
+	return d, nil
 }
 
 // parseIDs reads message ids: positive decimal integers. A flag among them

@@ -1,11 +1,11 @@
 // Package config loads and validates pepsi.conf, the INI file shared by every
 // pepsi command and by the stage programs (SPEC §3, seed 004 §23.3).
 //
-// The file has three kinds of section: [database] (DSN, WORKER_DSN),
-// [pepsi-dispatch] (the coordinator's settings) and one [stage-NAME] per
-// stage. Everything is validated up front; every mistake is reported as an
-// *Error that names the file and the line, so `pepsi` can exit 2 with one
-// clear message.
+// The file has four kinds of section: [database] (DSN, WORKER_DSN),
+// [pepsi-dispatch] (the coordinator's settings), [pepsi-httpd] (the web
+// server's) and one [stage-NAME] per stage. Everything is validated up
+// front; every mistake is reported as an *Error that names the file and
+// the line, so `pepsi` can exit 2 with one clear message.
 package config
 
 import (
@@ -22,6 +22,7 @@ type Config struct {
 	Path     string   // the file it was loaded from; "" when none was read
 	DSN      string   // [database] DSN, overridden by PEPSI_DSN (see Resolve)
 	Dispatch Dispatch // the [pepsi-dispatch] section
+	HTTPD    HTTPD    // the [pepsi-httpd] section
 	Stages   []Stage  // the [stage-NAME] sections, in file order
 
 	// WorkerDSN is [database] WORKER_DSN: what the stage programs get as

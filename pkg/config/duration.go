@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -35,4 +37,36 @@ func setDuration(dst *time.Duration, key, v string, allowZero bool) string {
 	}
 	*dst = d
 	return ""
+}
+
+// daysRE splits a leading number of days off an age: "7d", "1d12h".
+var daysRE = regexp.MustCompile(`^([0-9]+)d(.*)$`)
+
+// errAge is what ParseAge says of anything it cannot read.
+var errAge = errors.New("want seconds or a duration such as 90m, 36h or 7d")
+
+// ParseAge reads an age, as pepsi queue's --older-than and the dashboard's
+// filters take it: plain seconds ("300"), a Go duration ("90m", "1h30m"),
+// or days first ("7d", "1d12h"). A negative age is an error.
+func ParseAge(s string) (time.Duration, error) {
+	var days time.Duration
+	rest := s
+	if m := daysRE.FindStringSubmatch(s); m != nil {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || n > 100000 {
+			return 0, errAge
+		}
+		days, rest = time.Duration(n)*24*time.Hour, m[2]
+		if rest == "" {
+			return days, nil
+		}
+	}
+	if secondsRE.MatchString(rest) && days == 0 {
+		rest += "s"
+	}
+	d, err := time.ParseDuration(rest)
+	if err != nil || d < 0 || days+d < 0 {
+		return 0, errAge
+	}
+	return days + d, nil
 }

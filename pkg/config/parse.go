@@ -43,6 +43,7 @@ import (
 const (
 	sectionDatabase = "database"
 	sectionDispatch = "pepsi-dispatch"
+	sectionHTTPD    = "pepsi-httpd"
 	stagePrefix     = "stage-"
 )
 
@@ -52,7 +53,8 @@ var keys = map[string][]string{
 	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
 		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL"},
-	stagePrefix: {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX"},
+	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
+	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX"},
 }
 
 // rawKey is a key line found by the scanner.
@@ -114,7 +116,7 @@ func surrounded(v string, q byte) bool {
 // rawSection is a section header and its keys found by the scanner.
 type rawSection struct {
 	name string
-	kind string // sectionDatabase, sectionDispatch or stagePrefix
+	kind string // sectionDatabase, sectionDispatch, sectionHTTPD or stagePrefix
 	line int
 	keys []rawKey
 }
@@ -154,6 +156,8 @@ func Parse(file string, data []byte) (*Config, error) {
 				if strings.HasPrefix(k.name, "RECONNECT_") {
 					reconnectLine = k.line
 				}
+			case sectionHTTPD:
+				msg = setHTTPD(&c.HTTPD, file, k.name, k.value(), k.line)
 			case stagePrefix:
 				if k.name == "PROGRAM" {
 					msg = setProgram(st, k.text)
@@ -292,7 +296,7 @@ func scan(file string, data []byte) ([]rawSection, error) {
 			return nil, bad(n, "missing key name before '='")
 		}
 		if len(secs) == 0 {
-			return nil, bad(n, "key %q outside any section (put it under [database], [pepsi-dispatch] or [stage-NAME])", name)
+			return nil, bad(n, "key %q outside any section (put it under [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])", name)
 		}
 		s := &secs[len(secs)-1]
 		if msg := checkKey(s, name); msg != "" {
@@ -311,7 +315,7 @@ func scan(file string, data []byte) ([]rawSection, error) {
 // sectionKind classifies a section name, or says what is wrong with it.
 func sectionKind(name string) (kind, msg string) {
 	switch {
-	case name == sectionDatabase, name == sectionDispatch:
+	case name == sectionDatabase, name == sectionDispatch, name == sectionHTTPD:
 		return name, ""
 	case strings.HasPrefix(name, stagePrefix):
 		s := name[len(stagePrefix):]
@@ -320,7 +324,7 @@ func sectionKind(name string) (kind, msg string) {
 		}
 		return stagePrefix, ""
 	}
-	return "", fmt.Sprintf("unknown section [%s] (want [database], [pepsi-dispatch] or [stage-NAME])", name)
+	return "", fmt.Sprintf("unknown section [%s] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])", name)
 }
 
 // checkKey says what is wrong with key name in section s, if anything.

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,13 @@ func handler(reg *prometheus.Registry, health func(context.Context) error, onErr
 // Server is an HTTP server for a Handler, run as a service: Start binds
 // and serves in the background, Stop shuts it down.
 type Server struct {
+	// Serve, when set before Start, serves srv on ln in place of
+	// srv.Serve(ln) (pepsi httpd's: exporter-toolkit's, for TLS and basic
+	// auth). It returns when the server is shut down.
+	Serve func(ln net.Listener, srv *http.Server) error
+	// WriteTimeout bounds the writing of a response; 0 means one minute.
+	WriteTimeout time.Duration
+
 	handler http.Handler
 	log     *slog.Logger
 	srv     *http.Server
@@ -87,13 +95,18 @@ func (s *Server) Start(addr string) error {
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		WriteTimeout:      time.Minute,
+		WriteTimeout:      cmp.Or(s.WriteTimeout, time.Minute),
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.done = make(chan error, 1)
+	serve := s.Serve
+	if serve == nil {
+		serve = func(ln net.Listener, srv *http.Server) error { return srv.Serve(ln) }
+	}
+	srv := s.srv
 	go func() {
-		err := s.srv.Serve(ln)
+		err := serve(ln, srv)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

@@ -18,10 +18,12 @@ const DefaultMaxAge = 5 * time.Second
 
 // Source is the database the metrics read, connected on first use (so that
 // a server that is down when the process starts does not stop it) with one
-// connection, and again on the next scrape after a failure to connect.
+// connection (NewPoolSource: more), and again on the next scrape after a
+// failure to connect.
 type Source struct {
-	dsn  string
-	name string
+	dsn   string
+	name  string
+	conns int32
 
 	mu sync.Mutex
 	db *queue.DB
@@ -29,7 +31,13 @@ type Source struct {
 
 // NewSource returns a Source for dsn whose session is named after name
 // ("pepsi httpd" → application_name "pepsi httpd pid N on HOST").
-func NewSource(dsn, name string) *Source { return &Source{dsn: dsn, name: name} }
+func NewSource(dsn, name string) *Source { return NewPoolSource(dsn, name, 1) }
+
+// NewPoolSource is NewSource with up to conns connections, for a server
+// whose requests should not wait for each other (pepsi httpd's dashboard).
+func NewPoolSource(dsn, name string, conns int32) *Source {
+	return &Source{dsn: dsn, name: name, conns: conns}
+}
 
 // SourceOf returns a Source over a pool the caller has opened (and closes).
 func SourceOf(db *queue.DB) *Source { return &Source{db: db} }
@@ -41,7 +49,7 @@ func (s *Source) DB(ctx context.Context) (*queue.DB, error) {
 	if s.db != nil {
 		return s.db, nil
 	}
-	db, err := queue.Open(ctx, s.dsn, queue.Options{App: s.name, MaxConns: 1})
+	db, err := queue.Open(ctx, s.dsn, queue.Options{App: s.name, MaxConns: s.conns})
 	if err != nil {
 		return nil, err
 	}

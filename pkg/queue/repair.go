@@ -66,7 +66,9 @@ type RedriveParams struct {
 	IDs     []int64
 	Status  Status // failed, paused, done or running
 	Stage   string
+	Reason  string // with Status: only messages in this failure group (see FoldReason)
 	ToStage string // when set, the messages are put back at this stage
+	DryRun  bool   // with Status: count, change nothing
 	Batch   int    // rows per transaction, DefaultBatch when 0
 	// Progress, when set, is called after each batch with the rows changed so far.
 	Progress func(changed int64)
@@ -87,6 +89,7 @@ type PurgeParams struct {
 type selection struct {
 	statuses  []Status
 	stage     string
+	reason    string // a failure group (reasonSQL), "" for any
 	olderThan time.Duration
 	batch     int
 	progress  func(int64)
@@ -104,13 +107,15 @@ const (
 SELECT id FROM pepsi.state
  WHERE status = ANY($1::text[]) AND ($2::text = '' OR stage = $2)
    AND updated_at <= now() - $3::interval AND id > $4
+   AND ($6::text = '' OR ` + reasonSQL + ` = $6)
  ORDER BY id LIMIT $5
    FOR UPDATE`
 
 	countSQL = `
 SELECT count(*) FROM pepsi.state
  WHERE status = ANY($1::text[]) AND ($2::text = '' OR stage = $2)
-   AND updated_at <= now() - $3::interval`
+   AND updated_at <= now() - $3::interval
+   AND ($4::text = '' OR ` + reasonSQL + ` = $4)`
 
 	// redriveSQL puts rows back to pending with a clean slate: no timeout,
 	// no attempts, no errors (list them first to keep them).
@@ -133,12 +138,18 @@ UPDATE pepsi.state
 // id is a *NotFoundError and nothing is changed.
 func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
 	if len(p.IDs) > 0 {
+		if p.DryRun || p.Reason != "" {
+			return Repair{}, fmt.Errorf("redrive by id: DryRun and Reason go with Status")
+		}
 		return db.redriveIDs(ctx, p)
 	}
 	if !slices.Contains(redrivable, p.Status) {
 		return Repair{}, fmt.Errorf("cannot redrive %s messages (want failed, paused, done or running)", p.Status)
 	}
-	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, batch: p.Batch, progress: p.Progress}
+	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, reason: p.Reason, batch: p.Batch, progress: p.Progress}
+	if p.DryRun {
+		return db.count(ctx, sel)
+	}
 	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
 		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(redrivable)); err != nil {
 			return err
@@ -262,7 +273,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 			if len(sts) == 0 {
 				return nil
 			}
-			rows, err := tx.Query(ctx, batchSQL, statusText(sts), sel.stage, sel.olderThan, last, size)
+			rows, err := tx.Query(ctx, batchSQL, statusText(sts), sel.stage, sel.olderThan, last, size, sel.reason)
 			if err != nil {
 				return err
 			}
@@ -284,7 +295,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 		}
 	}
 	if held {
-		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan, sel.reason).Scan(&res.Held); err != nil {
 			return res, err
 		}
 	}
@@ -301,12 +312,12 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	sts := sel.statuses
 	if d != nil && slices.Contains(sts, Running) {
 		sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
-		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan, sel.reason).Scan(&res.Held); err != nil {
 			return res, err
 		}
 	}
 	if len(sts) > 0 {
-		if err := db.pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan, sel.reason).Scan(&res.Changed); err != nil {
 			return res, err
 		}
 	}

@@ -1,0 +1,127 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// actionTimeout bounds one action: a purge of millions of rows takes
+// minutes. An action goes on when its request is gone (the browser tab
+// closed); its end is logged.
+const actionTimeout = 10 * time.Minute
+
+// field is a form field a confirmation posts again.
+type field struct{ Name, Value string }
+
+// actionPage is a confirmation (Done false: what the action would touch)
+// or a result (Done true: what it touched).
+type actionPage struct {
+	Action  string  `json:"action"` // retry or purge
+	What    string  `json:"what"`   // the selection, in words
+	Done    bool    `json:"done"`
+	Count   int64   `json:"count"`                     // messages it would change, or changed
+	Pending int64   `json:"already_pending,omitempty"` // retry by id: messages left alone, pending already
+	Held    int64   `json:"held,omitempty"`            // running messages left alone: a dispatcher holds them
+	HeldBy  string  `json:"held_by,omitempty"`         // that dispatcher
+	User    string  `json:"user"`
+	Next    string  `json:"next_url"` // where to see the messages
+	Fields  []field `json:"-"`
+
+	id int64 // the message, for an action on one
+}
+
+// actor returns the user of r if it may act, else answers 403 and returns false.
+func (d *Dashboard) actor(w http.ResponseWriter, r *http.Request) (string, bool) {
+	user, ok := d.opts.Auth.canAct(r)
+	switch {
+	case ok:
+		return user, true
+	case d.opts.Auth.WebConfigFile() == "":
+		d.fail(w, r, http.StatusForbidden, "the dashboard is read-only: pepsi httpd runs without a web configuration (--web.config.file, WEB_CONFIG_FILE)")
+	case user == "":
+		d.fail(w, r, http.StatusForbidden, "the dashboard is read-only without basic-auth users in the web configuration")
+	default:
+		d.fail(w, r, http.StatusForbidden, fmt.Sprintf("user %q may not act (not in ACTION_USERS)", user))
+	}
+	return "", false
+}
+
+// confirmed reports whether r confirms its action, checking the user's
+// password itself (see Auth); a confirmation that fails that check is
+// answered with 403.
+func (d *Dashboard) confirmed(w http.ResponseWriter, r *http.Request) (yes, ok bool) {
+	if r.PostFormValue("confirm") != "yes" {
+		return false, true
+	}
+	if !d.opts.Auth.verify(r) {
+		d.fail(w, r, http.StatusForbidden, "the credentials do not check out against the web configuration")
+		return false, false
+	}
+	return true, true
+}
+
+// action is one action on the messages it selected: count what it
+// would change, or change it, filling in the page either way.
+type action interface {
+	count(ctx context.Context, db *queue.DB, page *actionPage) error
+	do(ctx context.Context, db *queue.DB, page *actionPage) error
+}
+
+// serveAction answers the POSTs of one kind of action (name, done: "retry",
+// "retried"): the user must be allowed to act; parse reads the selection;
+// without confirm=yes the answer is the confirmation, with it the action
+// is done (on past the request's end, up to actionTimeout) and logged.
+func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (action, actionPage, error)) func(http.ResponseWriter, *http.Request, *queue.DB) {
+	return func(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+		user, ok := d.actor(w, r)
+		if !ok {
+			return
+		}
+		a, page, err := parse(r)
+		if err != nil {
+			d.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		page.Action, page.User = name, user
+		yes, ok := d.confirmed(w, r)
+		if !ok {
+			return
+		}
+		title := strings.ToUpper(name[:1]) + name[1:]
+		if !yes {
+			if err := a.count(r.Context(), db, &page); err != nil {
+				d.missing(w, r, page.id, err)
+				return
+			}
+			d.render(w, r, http.StatusOK, "action", view{Title: title + "?", Page: page})
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
+		defer cancel()
+		if err := a.do(ctx, db, &page); err != nil {
+			d.log.Warn("dashboard: "+name+" failed", "user", user, "what", page.What, "changed", page.Count, "err", err)
+			d.missing(w, r, page.id, err)
+			return
+		}
+		page.Done = true
+		d.log.Info("dashboard: "+done, "user", user, "remote", r.RemoteAddr, "what", page.What,
+			"changed", page.Count, "already_pending", page.Pending, "held", page.Held)
+		d.render(w, r, http.StatusOK, "action", view{Title: strings.ToUpper(done[:1]) + done[1:], Page: page})
+	}
+}
+
+// held fills in the running messages a repair left (or would leave) alone.
+func held(page *actionPage, res queue.Repair) {
+	page.Held = res.Held
+	if res.Held > 0 {
+		page.HeldBy = "a running dispatcher"
+		if res.Holder != nil && res.Holder.PID != 0 {
+			page.HeldBy = "the running dispatcher (" + res.Holder.String() + ")"
+		}
+	}
+}

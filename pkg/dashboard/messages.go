@@ -1,0 +1,174 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// filter is the messages list's query string, as given and as read.
+type filter struct {
+	Stage  string `json:"stage,omitempty"`
+	Status string `json:"status,omitempty"`
+	Older  string `json:"older,omitempty"` // unchanged for at least this long
+	Newer  string `json:"newer,omitempty"` // changed within this long
+	Text   string `json:"q,omitempty"`     // in the error or the dispatch_error
+	Reason string `json:"reason,omitempty"`
+	Before int64  `json:"before,omitempty"`
+	After  int64  `json:"after,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+
+	params queue.BrowseParams
+}
+
+// maxText bounds the text filters.
+const maxText = 1000
+
+// parseFilter reads the messages list's filters from r, or says which is wrong.
+func parseFilter(r *http.Request) (filter, error) {
+	f := filter{
+		Stage: r.FormValue("stage"), Status: r.FormValue("status"), Older: r.FormValue("older"),
+		Newer: r.FormValue("newer"), Text: r.FormValue("q"), Reason: r.FormValue("reason"),
+	}
+	p := &f.params
+	var err error
+	p.Stage = f.Stage
+	if f.Status != "" {
+		if p.Status, err = queue.ParseStatus(f.Status); err != nil {
+			return f, fmt.Errorf("status: %v", err)
+		}
+	}
+	if p.OlderThan, err = parseAgeParam("older", f.Older); err != nil {
+		return f, err
+	}
+	if p.NewerThan, err = parseAgeParam("newer", f.Newer); err != nil {
+		return f, err
+	}
+	if len(f.Stage) > maxText || len(f.Text) > maxText || len(f.Reason) > maxText {
+		return f, fmt.Errorf("stage, q and reason take at most %d bytes", maxText)
+	}
+	p.Text, p.Reason = f.Text, f.Reason
+	for _, n := range []struct {
+		name string
+		dst  *int64
+	}{{"before", &f.Before}, {"after", &f.After}} {
+		if *n.dst, err = parseID(n.name, r.FormValue(n.name)); err != nil {
+			return f, err
+		}
+	}
+	p.Before, p.After = f.Before, f.After
+	if s := r.FormValue("limit"); s != "" {
+		if f.Limit, err = strconv.Atoi(s); err != nil || f.Limit < 1 || f.Limit > 1000 {
+			return f, fmt.Errorf("limit %q: want a number from 1 to 1000", s)
+		}
+		p.Limit = f.Limit
+	}
+	return f, nil
+}
+
+// parseAgeParam reads an age parameter; "" is none.
+func parseAgeParam(name, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := config.ParseAge(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %v", name, s, err)
+	}
+	return d, nil
+}
+
+// parseID reads a message id parameter; "" is none.
+func parseID(name, s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("%s %q: want a message id (a positive integer)", name, s)
+	}
+	return id, nil
+}
+
+// query is the filter's query string without the page's position.
+func (f *filter) query() url.Values {
+	q := url.Values{}
+	for _, kv := range [][2]string{{"stage", f.Stage}, {"status", f.Status}, {"older", f.Older},
+		{"newer", f.Newer}, {"q", f.Text}, {"reason", f.Reason}} {
+		if kv[1] != "" {
+			q.Set(kv[0], kv[1])
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// at is the list's URL with one more parameter.
+func (f *filter) at(key string, id int64) string {
+	q := f.query()
+	q.Set(key, strconv.FormatInt(id, 10))
+	return "/messages?" + q.Encode()
+}
+
+// listRow is one message of the list.
+type listRow struct {
+	queue.Row
+	URL string `json:"url"`
+}
+
+// messagesPage is the messages list's data.
+type messagesPage struct {
+	Filter   filter         `json:"filter"`
+	Rows     []listRow      `json:"rows"`
+	Older    string         `json:"older_url,omitempty"` // the next page, older messages
+	Newer    string         `json:"newer_url,omitempty"` // the previous page, newer messages
+	Problem  string         `json:"-"`                   // what is wrong with the filter
+	Stages   []string       `json:"-"`
+	Statuses []queue.Status `json:"-"`
+	// CanRetry and CanPurge say whether the filter's stage and status
+	// make a selection the actions can take.
+	CanRetry bool `json:"-"`
+	CanPurge bool `json:"-"`
+}
+
+func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+	f, err := parseFilter(r)
+	page := messagesPage{Filter: f, Rows: []listRow{}, Stages: d.opts.Stages, Statuses: queue.Statuses}
+	if err != nil {
+		page.Problem = err.Error()
+		if wantsJSON(r) {
+			d.fail(w, r, http.StatusBadRequest, page.Problem)
+			return
+		}
+		d.render(w, r, http.StatusBadRequest, "messages", view{Title: "Messages", Nav: "messages", Page: page})
+		return
+	}
+	res, err := db.Browse(r.Context(), f.params)
+	if err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
+	for _, row := range res.Rows {
+		page.Rows = append(page.Rows, listRow{Row: row, URL: "/messages/" + strconv.FormatInt(row.ID, 10)})
+	}
+	if n := len(res.Rows); n > 0 {
+		if res.Older {
+			page.Older = f.at("before", res.Rows[n-1].ID)
+		}
+		if res.Newer {
+			page.Newer = f.at("after", res.Rows[0].ID)
+		}
+	}
+	st := f.params.Status
+	page.CanRetry = st != "" && st != queue.Pending
+	page.CanPurge = slices.Contains([]queue.Status{queue.Done, queue.Failed}, st) && f.Reason == ""
+	d.render(w, r, http.StatusOK, "messages", view{Title: "Messages", Nav: "messages", Page: page})
+}

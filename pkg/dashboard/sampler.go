@@ -1,0 +1,161 @@
+package dashboard
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// The throughput charts are drawn from samples of pepsi.stage_stats that
+// the server takes every few seconds and keeps in memory for the length of
+// the charts: a restart starts them empty. The dispatcher writes its
+// statistics every STATS_INTERVAL (and when it goes idle), so a chart is
+// no finer than that: with the default 60 s, one step of a minute.
+
+// chartBins is how many bars a throughput chart has.
+const chartBins = 15
+
+// sample is the statistics' totals at one moment.
+type sample struct {
+	at     time.Time
+	ok     map[string]int64 // processed passes by stage
+	failed map[string]int64 // failed passes by stage
+}
+
+// bin is one bar of a chart: the passes per second over [Start, End).
+type bin struct {
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Known  bool      `json:"known"` // false before enough samples were taken
+	OK     float64   `json:"ok_per_second"`
+	Failed float64   `json:"failed_per_second"`
+}
+
+// sampler keeps the samples of the last window.
+type sampler struct {
+	window, every time.Duration
+
+	mu      sync.Mutex
+	samples []sample // oldest first
+	failing bool
+}
+
+func newSampler(window, every time.Duration) *sampler {
+	return &sampler{window: window, every: every}
+}
+
+// run takes a sample now and every s.every until ctx ends. A failure is
+// logged once, and once more when sampling works again.
+func (s *sampler) run(ctx context.Context, dbf func(context.Context) (*queue.DB, error), log *slog.Logger) {
+	tick := time.NewTicker(s.every)
+	defer tick.Stop()
+	for {
+		err := s.take(ctx, dbf)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !s.failing:
+			log.Warn("dashboard: sampling the statistics failed; the throughput charts have a gap", "err", err)
+		case err == nil && s.failing:
+			log.Info("dashboard: sampling the statistics works again")
+		}
+		s.failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// take reads the statistics and adds them as a sample.
+func (s *sampler) take(ctx context.Context, dbf func(context.Context) (*queue.DB, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, max(s.every, 5*time.Second))
+	defer cancel()
+	db, err := dbf(ctx)
+	if err != nil {
+		return err
+	}
+	stages, _, err := db.ReadStats(ctx)
+	if err != nil {
+		return err
+	}
+	s.add(time.Now(), stages)
+	return nil
+}
+
+// add records the totals read at at, in time order, and forgets the
+// samples no chart needs any more.
+func (s *sampler) add(at time.Time, stages []queue.StageStats) {
+	x := sample{at: at, ok: make(map[string]int64, len(stages)), failed: make(map[string]int64, len(stages))}
+	for _, st := range stages {
+		x.ok[st.Stage] = st.Processed
+		x.failed[st.Stage] = st.Failed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.samples, at, func(x sample, t time.Time) int { return x.at.Compare(t) })
+	s.samples = slices.Insert(s.samples, i, x)
+	keep := s.samples[len(s.samples)-1].at.Add(-s.window - 2*s.every)
+	i = 0
+	for i < len(s.samples)-1 && s.samples[i+1].at.Before(keep) {
+		i++
+	}
+	s.samples = s.samples[i:]
+}
+
+// bins returns stage's chart ending at now, oldest bar first.
+func (s *sampler) bins(stage string, now time.Time) []bin {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	width := s.window / chartBins
+	out := make([]bin, chartBins)
+	for i := range out {
+		end := now.Add(-time.Duration(chartBins-1-i) * width)
+		b := bin{Start: end.Add(-width), End: end}
+		from, to := s.around(b.Start, b.End)
+		if from != nil && to != nil && to.at.After(from.at) {
+			secs := to.at.Sub(from.at).Seconds()
+			b.Known = true
+			b.OK = float64(max(to.ok[stage]-from.ok[stage], 0)) / secs
+			b.Failed = float64(max(to.failed[stage]-from.failed[stage], 0)) / secs
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// around returns the samples that bound [start, end): the last one at or
+// before start (or else the first one after it), and the last one at or
+// before end.
+func (s *sampler) around(start, end time.Time) (from, to *sample) {
+	for i := range s.samples {
+		x := &s.samples[i]
+		if x.at.After(end) {
+			break
+		}
+		if !x.at.After(start) || from == nil {
+			from = x
+		}
+		to = x
+	}
+	return from, to
+}
+
+// stages names the stages of the latest sample.
+func (s *sampler) stages() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return nil
+	}
+	var out []string
+	for st := range s.samples[len(s.samples)-1].ok {
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package dashboard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// TestSamplerBins: a bar is the passes between the samples that bound it,
+// per second; bars before the first sample are unknown; a counter that
+// went down (its row deleted) counts as none; old samples are forgotten.
+func TestSamplerBins(t *testing.T) {
+	s := newSampler(150*time.Second, 10*time.Second) // bars of 10 s
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	at := func(sec int, ok, failed int64) {
+		s.add(t0.Add(time.Duration(sec)*time.Second), []queue.StageStats{{Stage: "a", Processed: ok, Failed: failed}})
+	}
+	at(0, 100, 10)
+	at(10, 150, 10) // 5/s ok
+	at(20, 150, 30) // 2/s failed
+	at(30, 90, 30)  // reset: nothing
+	at(40, 190, 30) // 10/s
+	bins := s.bins("a", t0.Add(40*time.Second))
+	if len(bins) != chartBins {
+		t.Fatalf("%d bins", len(bins))
+	}
+	last := bins[len(bins)-4:]
+	want := []struct{ ok, failed float64 }{{5, 0}, {0, 2}, {0, 0}, {10, 0}}
+	for i, b := range last {
+		if !b.Known || b.OK != want[i].ok || b.Failed != want[i].failed {
+			t.Errorf("bar %d from the end: %+v, want %+v", 3-i, b, want[i])
+		}
+	}
+	for _, b := range bins[:len(bins)-4] {
+		if b.Known {
+			t.Errorf("a bar before the first sample is known: %+v", b)
+		}
+	}
+	if b := s.bins("other", t0.Add(40*time.Second)); b[len(b)-1].OK != 0 || !b[len(b)-1].Known {
+		t.Errorf("a stage without statistics: %+v", b[len(b)-1])
+	}
+	if st := s.stages(); len(st) != 1 || st[0] != "a" {
+		t.Errorf("stages %v", st)
+	}
+
+	// Much later: the old samples go, the one before the window stays.
+	at(1000, 200, 30)
+	at(1010, 260, 30)
+	if len(s.samples) > 3 {
+		t.Errorf("%d samples kept", len(s.samples))
+	}
+	if b := s.bins("a", t0.Add(1010*time.Second)); b[len(b)-1].OK != 6 {
+		t.Errorf("after the gap: %+v", b[len(b)-1])
+	}
+}
+
+// TestChart: bars scaled to the largest, ok below failed, titles with
+// the rates, unknown bars drawn flat.
+func TestChart(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	bins := []bin{
+		{Start: t0, End: t0.Add(time.Minute)},
+		{Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute), Known: true, OK: 3, Failed: 1},
+		{Start: t0.Add(2 * time.Minute), End: t0.Add(3 * time.Minute), Known: true, OK: 2},
+	}
+	svg := string(chartSVG(bins))
+	for _, want := range []string{
+		`<svg class="chart" width="28" height="32"`,
+		`aria-label="throughput, 2.0/s in the last bar"`,
+		`<title>12:00:00–12:01:00 UTC: not sampled</title>`,
+		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed</title>`,
+		`<rect class="ok" x="10" y="8.8" width="8" height="23.2"`,
+		`<rect class="failed" x="10" y="1.0" width="8" height="7.8"`,
+		`<rect class="ok" x="20" y="16.5" width="8" height="15.5"`,
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("chart lacks %s:\n%s", want, svg)
+		}
+	}
+	if strings.Count(svg, `class="failed"`) != 1 {
+		t.Errorf("a failed bar where none failed:\n%s", svg)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1\u2009000", 1234567: "1\u2009234\u2009567", -45000: "-45\u2009000"} {
+		if got := number(n); got != want {
+			t.Errorf("number(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0 s", 59 * time.Second: "59 s", 90 * time.Minute: "1 h", 47 * time.Hour: "47 h", 72 * time.Hour: "3 d", -time.Second: "0 s"} {
+		if got := span(d); got != want {
+			t.Errorf("span(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for r, want := range map[float64]string{0: "0/s", 0.05: "3.0/min", 2.345: "2.3/s", 123.4: "123/s"} {
+		if got := rate(r); got != want {
+			t.Errorf("rate(%v) = %q, want %q", r, got, want)
+		}
+	}
+	if got := queryOf("/m", "b", "2", "a", "x y", "c", ""); got != "/m?a=x+y&b=2" {
+		t.Errorf("queryOf: %s", got)
+	}
+}

@@ -1,0 +1,197 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The queries of pepsi httpd's dashboard: messages newest first, paged by
+// id, and failed messages grouped by reason.
+
+// reasonSQL is a failed message's reason as a failure group sees it: its
+// error, or the dispatcher's when the stage wrote none, or "(none)", with
+// every run of digits read as N, so that "order 1234: no stock" and "order
+// 98: no stock" are one group (as the demo's summary groups them). A
+// reason is never empty. FoldReason is the same in Go.
+const reasonSQL = `regexp_replace(coalesce(nullif(error, ''), nullif(dispatch_error, ''), '(none)'), '[0-9]+', 'N', 'g')`
+
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// likeEscaper makes text match itself in a LIKE pattern.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// FoldReason returns the failure group reason of a message with these
+// errors: what reasonSQL computes in the database.
+func FoldReason(errText, dispatchErr *string) string {
+	s := "(none)"
+	switch {
+	case errText != nil && *errText != "":
+		s = *errText
+	case dispatchErr != nil && *dispatchErr != "":
+		s = *dispatchErr
+	}
+	return digits.ReplaceAllString(s, "N")
+}
+
+// MaxErrorList is how much of a message's error and dispatch_error Browse
+// returns; Show returns them whole.
+const MaxErrorList = 300
+
+// BrowseParams filters and pages Browse; zero values do not filter.
+type BrowseParams struct {
+	Stage     string
+	Status    Status
+	OlderThan time.Duration // last updated at least this long ago
+	NewerThan time.Duration // last updated less than this long ago
+	Text      string        // in the error or the dispatch_error, any case
+	Reason    string        // in this failure group (see FoldReason)
+	Before    int64         // ids below this (the next, older page)
+	After     int64         // ids above this (the previous, newer page); ignored with Before
+	Limit     int           // rows per page (at most 1000; 0 means 50)
+}
+
+// BrowsePage is one page of Browse, newest first.
+type BrowsePage struct {
+	Rows  []Row `json:"rows"`
+	Older bool  `json:"older"` // more rows match below the last id
+	Newer bool  `json:"newer"` // more rows match above the first id
+}
+
+// Browse returns a page of the messages that match p, newest (highest id)
+// first, with their error texts cut to MaxErrorList bytes.
+//
+// The statement is built for the filters given, with the status as a
+// literal, so that the planner can use the partial index of that status
+// (state_pending, state_running, state_failed) whatever plan it caches;
+// the page of state rows is found before the join with pepsi.message, so
+// that the join does not walk message_pkey along the rows skipped.
+func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
+	if p.Status != "" && !slices.Contains(Statuses, p.Status) {
+		return BrowsePage{}, fmt.Errorf("unknown status %q", p.Status)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.Stage != "" {
+		where = append(where, "stage = "+arg(p.Stage))
+	}
+	if p.Status != "" {
+		where = append(where, "status = '"+string(p.Status)+"'")
+	}
+	if p.OlderThan > 0 {
+		where = append(where, "updated_at <= now() - "+arg(p.OlderThan)+"::interval")
+	}
+	if p.NewerThan > 0 {
+		where = append(where, "updated_at > now() - "+arg(p.NewerThan)+"::interval")
+	}
+	if p.Text != "" {
+		// ILIKE: a strict operator, so the rows without errors (most of
+		// them) cost next to nothing; 0.1 s for 1 000 000 rows.
+		pat := arg("%" + likeEscaper.Replace(p.Text) + "%")
+		where = append(where, "(error ILIKE "+pat+" OR dispatch_error ILIKE "+pat+")")
+	}
+	if p.Reason != "" {
+		where = append(where, reasonSQL+" = "+arg(p.Reason))
+	}
+	newer := p.Before == 0 && p.After > 0
+	order := "DESC"
+	switch {
+	case p.Before > 0:
+		where = append(where, "id < "+arg(p.Before))
+	case newer:
+		where = append(where, "id > "+arg(p.After))
+		order = "ASC"
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = "WHERE " + strings.Join(where, " AND ")
+	}
+	sql := `SELECT s.id, s.stage, s.status, s.attempts, m.created_at, s.updated_at, s.timeout,
+	               left(s.dispatch_error, ` + strconv.Itoa(MaxErrorList) + `), left(s.error, ` + strconv.Itoa(MaxErrorList) + `)
+	          FROM (SELECT * FROM pepsi.state ` + cond + ` ORDER BY id ` + order + ` LIMIT ` + strconv.Itoa(limit+1) + `) s
+	          JOIN pepsi.message m USING (id)
+	         ORDER BY s.id ` + order
+	rows, err := db.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return BrowsePage{}, err
+	}
+	got, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return BrowsePage{}, err
+	}
+	page := BrowsePage{Rows: got}
+	more := len(got) > limit
+	if more {
+		page.Rows = got[:limit]
+	}
+	if newer {
+		slices.Reverse(page.Rows)
+		page.Newer, page.Older = more, true
+	} else {
+		page.Older, page.Newer = more, p.Before > 0
+	}
+	if page.Rows == nil {
+		page.Rows = []Row{}
+	}
+	return page, nil
+}
+
+// FailureGroup is the failed messages of one stage with one reason.
+type FailureGroup struct {
+	Stage    string    `json:"stage"`
+	Reason   string    `json:"reason"` // see FoldReason
+	Count    int64     `json:"count"`
+	Newest   time.Time `json:"newest"`    // when the latest of them failed
+	NewestID int64     `json:"newest_id"` // the highest id among them
+}
+
+// FailureGroups returns the failed messages grouped by stage and reason,
+// the largest groups first, at most limit of them (0: 500); stage, when
+// set, keeps one stage's.
+func (db *DB) FailureGroups(ctx context.Context, stage string, limit int) ([]FailureGroup, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	rows, err := db.pool.Query(ctx, `
+SELECT stage, `+reasonSQL+` AS reason, count(*), max(updated_at), max(id)
+  FROM pepsi.state
+ WHERE status = 'failed' AND ($1 = '' OR stage = $1)
+ GROUP BY 1, 2
+ ORDER BY 3 DESC, 1, 2
+ LIMIT $2`, stage, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FailureGroup, error) {
+		var g FailureGroup
+		err := r.Scan(&g.Stage, &g.Reason, &g.Count, &g.Newest, &g.NewestID)
+		return g, err
+	})
+}
+
+// PayloadHead returns the first n bytes of a message's payload and its
+// whole size, or ErrNotFound.
+func (db *DB) PayloadHead(ctx context.Context, id int64, n int) ([]byte, int64, error) {
+	var head []byte
+	var size int64
+	err := db.pool.QueryRow(ctx, "SELECT substring(payload FROM 1 FOR $2), octet_length(payload) FROM pepsi.message WHERE id = $1", id, n).Scan(&head, &size)
+	if err == pgx.ErrNoRows {
+		return nil, 0, ErrNotFound
+	}
+	return head, size, err
+}
