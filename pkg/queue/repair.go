@@ -12,19 +12,23 @@ import (
 // Queue repair for administrators: Redrive puts messages back to pending,
 // Purge deletes them. Neither touches a row a running dispatcher holds.
 //
-// A running row belongs to the dispatcher that claimed it, as long as that
-// dispatcher runs: one of its workers may be processing the message. Rows
-// that are running while no dispatcher runs are orphans (the next
-// dispatcher resets them at start) and may be repaired. "No dispatcher
-// runs" is decided per transaction by taking the single-dispatcher lock
-// shared for the transaction (pg_try_advisory_xact_lock_shared): it fails
-// while a dispatcher holds the lock, and while it is held no dispatcher can
-// start (it would find the lock taken and refuse, or in standby wait), so
-// that a dispatcher cannot start and claim rows between the check and the
-// change. The lock is taken only by transactions that may touch running
-// rows. Rows of every other status are never held: the dispatcher's own
-// writes to them (claiming pending rows, resuming paused ones, deleting old
-// done ones) are guarded by their status, as every change here is.
+// A running row belongs to the dispatcher that owns its stage, as long as
+// that dispatcher runs: one of its workers may be processing the message.
+// Rows that are running at a stage no dispatcher owns are orphans (the
+// stage's next dispatcher resets them at start) and may be repaired. "No
+// dispatcher owns the stage" is decided per row and transaction by taking
+// the stage's lock shared for the transaction
+// (pg_try_advisory_xact_lock_shared(stageLockClass, hashtext(stage))): it
+// fails while a dispatcher owns the stage, and while it is held no
+// dispatcher can take the stage (it would find the lock taken and refuse,
+// or in standby wait), so that a dispatcher cannot start and claim rows
+// between the check and the change. The database-wide lock is taken shared
+// for the transaction too: it fails while a dispatcher without a stage set
+// runs, which owns every stage. The locks are taken only by transactions
+// that may touch running rows. Rows of every other status are never held:
+// the dispatcher's own writes to them (claiming pending rows, resuming
+// paused ones, deleting old done ones) are guarded by their status, as
+// every change here is.
 
 // DefaultBatch is how many rows Redrive and Purge change per transaction.
 const DefaultBatch = 10000
@@ -94,18 +98,31 @@ type selection struct {
 
 const (
 	// takeShared succeeds, and holds until the transaction ends, unless a
-	// dispatcher holds the single-dispatcher lock.
+	// dispatcher without a stage set holds the database-wide lock.
 	takeSharedSQL = `SELECT pg_try_advisory_xact_lock_shared($1)`
+
+	// freeStage holds for a running row whose stage no dispatcher owns,
+	// and keeps it so until the transaction ends.
+	freeStage = `pg_try_advisory_xact_lock_shared(1885696115, hashtext(stage))` // stageLockClass
 
 	// batchSQL locks the next batch of matching rows in id order. Under READ
 	// COMMITTED a row changed meanwhile is re-checked once unlocked and
 	// dropped if it no longer matches; LIMIT counts the rows locked.
+	// Running rows are taken only at stages no dispatcher owns.
 	batchSQL = `
 SELECT id FROM pepsi.state
  WHERE status = ANY($1::text[]) AND ($2::text = '' OR stage = $2)
    AND updated_at <= now() - $3::interval AND id > $4
+   AND (status <> 'running' OR ` + freeStage + `)
  ORDER BY id LIMIT $5
    FOR UPDATE`
+
+	// heldSQL counts the running rows of a selection at stages a
+	// dispatcher owns, and names one such stage.
+	heldSQL = `
+SELECT count(*), min(stage) FROM pepsi.state
+ WHERE status = 'running' AND ($1::text = '' OR stage = $1)
+   AND updated_at <= now() - $2::interval AND ($3 OR NOT ` + freeStage + `)`
 
 	countSQL = `
 SELECT count(*) FROM pepsi.state
@@ -113,12 +130,14 @@ SELECT count(*) FROM pepsi.state
    AND updated_at <= now() - $3::interval`
 
 	// redriveSQL puts rows back to pending with a clean slate: no timeout,
-	// no attempts, no errors (list them first to keep them).
+	// no attempts, no errors (list them first to keep them). Running rows
+	// only at stages no dispatcher owns.
 	redriveSQL = `
 UPDATE pepsi.state
    SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL,
        attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now()
- WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])`
+ WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])
+   AND (status <> 'running' OR ` + freeStage + `)`
 
 	// notifySQL wakes a running dispatcher (delivered at commit).
 	notifySQL = `SELECT pg_notify((SELECT ingress_channel FROM pepsi.settings), '')`
@@ -205,6 +224,11 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 			return err
 		}
 		res.Changed = tag.RowsAffected()
+		if running > 0 && res.Held == 0 {
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).Scan(&res.Held); err != nil {
+				return err
+			}
+		}
 		if res.Changed > 0 {
 			_, err = tx.Exec(ctx, notifySQL)
 		}
@@ -283,12 +307,25 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 			sel.progress(res.Changed)
 		}
 	}
-	if held {
-		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+	if slices.Contains(sel.statuses, Running) {
+		n, err := db.held(ctx, sel, held)
+		if err != nil {
 			return res, err
 		}
+		res.Held = n
 	}
 	return res, db.holder(ctx, &res)
+}
+
+// held counts the running rows of sel at stages a dispatcher owns (all:
+// every one, a dispatcher without a stage set runs).
+func (db *DB) held(ctx context.Context, sel selection, all bool) (int64, error) {
+	var n int64
+	var stage *string
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, heldSQL, sel.stage, sel.olderThan, all).Scan(&n, &stage)
+	})
+	return n, err
 }
 
 // count is a dry run of batches.
@@ -298,25 +335,31 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	if err != nil {
 		return res, err
 	}
-	sts := sel.statuses
-	if d != nil && slices.Contains(sts, Running) {
-		sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
-		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan).Scan(&res.Held); err != nil {
+	if len(sel.statuses) > 0 {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText(sel.statuses), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
 			return res, err
 		}
 	}
-	if len(sts) > 0 {
-		if err := db.pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan).Scan(&res.Changed); err != nil {
+	if d != nil && slices.Contains(sel.statuses, Running) {
+		// all: a dispatcher without a stage set runs (it holds the
+		// database-wide lock exclusive); else only the owned stages' rows.
+		var all bool
+		if err := db.inTx(ctx, func(tx pgx.Tx) error {
+			free, err := takeShared(ctx, tx)
+			all = !free
+			return err
+		}); err != nil {
 			return res, err
 		}
+		if res.Held, err = db.held(ctx, sel, all); err != nil {
+			return res, err
+		}
+		res.Changed -= res.Held
 	}
-	if res.Held > 0 {
-		res.Holder = d
-	}
-	return res, nil
+	return res, db.holder(ctx, &res)
 }
 
-// holder fills in the dispatcher that holds res.Held rows.
+// holder fills in a dispatcher that holds res.Held rows: one that runs.
 func (db *DB) holder(ctx context.Context, res *Repair) error {
 	if res.Held == 0 {
 		return nil
