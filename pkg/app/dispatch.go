@@ -56,7 +56,7 @@ func runDispatch(c *cli.Context) error {
 	if cfg.Dispatch.MetricsListen != "" {
 		src := metrics.NewSource(cfg.DSN, "pepsi dispatch metrics")
 		defer src.Close()
-		m = metrics.NewObserver(metrics.ObserverOptions{Stages: ownedNames(cfg), Source: src, Version: c.App.Version, Log: log})
+		m = metrics.NewObserver(metrics.ObserverOptions{Stages: ownedNames(cfg), Only: !cfg.OwnsAll(), Source: src, Version: c.App.Version, Log: log})
 		opts.Observe = m
 	}
 	d, err := dispatch.New(opts)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -290,4 +291,72 @@ func TestDispatchStageSetFrozen(t *testing.T) {
 	if n := f.Count("done"); n != total {
 		t.Errorf("%d done, want %d", n, total)
 	}
+}
+
+// metricsAddr waits for d's "serving metrics" line and returns its address.
+func metricsAddr(t *testing.T, d *daemon) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
+	var addr string
+	testkit.Wait(t, d.name+" serving metrics", time.Minute, func() bool {
+		if m := re.FindStringSubmatch(d.logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	}, d.logs)
+	return "http://" + addr
+}
+
+// TestDispatchStageSetMetrics: a set's dispatcher reports its own stages
+// only, in pepsi_queue_depth and the pool series; /healthz is 200 while it
+// owns its whole set, 503 for a standby that waits for it.
+func TestDispatchStageSetMetrics(t *testing.T) {
+	f := newSetsDB(t)
+	conf := f.Path + ".metrics"
+	src, err := os.ReadFile(f.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = []byte(strings.Replace(string(src), "[pepsi-dispatch]\n", "[pepsi-dispatch]\nMETRICS_LISTEN = 127.0.0.1:0\n", 1))
+	if err := os.WriteFile(conf, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PEPSI_CONFIG", conf)
+	f.Enqueue("deliver", []byte("@sleep=1h"))
+	e := startSet(t, "parse,enrich")
+	s := startDispatch(t, "standby", "--stages", "enrich", "--standby")
+	s.waitLog("standby: waiting for the dispatcher lock", 1)
+
+	base := metricsAddr(t, e)
+	if code, _ := testkit.Get(t, base+"/healthz"); code != 200 {
+		t.Errorf("/healthz of the set's owner: %d, want 200", code)
+	}
+	if code, _ := testkit.Get(t, metricsAddr(t, s)+"/healthz"); code != 503 {
+		t.Errorf("/healthz of a waiting standby: %d, want 503", code)
+	}
+	_, body := testkit.Get(t, base+"/metrics")
+	for _, want := range []string{`pepsi_queue_depth{stage="parse",status="pending"}`, `pepsi_queue_depth{stage="enrich",status="pending"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `stage="deliver"`) {
+		t.Errorf("/metrics of the parse,enrich dispatcher carries deliver:\n%s", grepLines(body, `stage="deliver"`))
+	}
+	for _, x := range []*daemon{s, e} {
+		if code := x.signal(syscall.SIGTERM); code != 0 {
+			t.Errorf("%s: SIGTERM: exit %d, want 0", x.name, code)
+		}
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
