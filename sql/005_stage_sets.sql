@@ -3,7 +3,8 @@
 --
 -- Cost: none of these tables grows with the messages. pepsi.state and
 -- pepsi.message are not touched, so on a database of 1 000 000 messages
--- this runs in milliseconds, as on an empty one: the statistics tables
+-- this runs in milliseconds, as on an empty one (13 ms measured,
+-- TestMigrateStageSets with PEPSI_TEST_MIGRATE_ROWS=1000000): the statistics tables
 -- hold one row per stage (and per dispatcher set), the wake table one per
 -- set. Stop every dispatcher before migrating (an older dispatcher writes
 -- the wake flag as one row and would fail on the new table).
