@@ -64,15 +64,20 @@ func TestRedriveRunningPerStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed != int64(len(orphans)) || res.Held != int64(len(owned)) || res.Holder == nil {
-		t.Errorf("Redrive running = %+v, want %d changed, %d held with a holder", res, len(orphans), len(owned))
+	if res.Changed != int64(len(orphans)) || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive running = %+v, want %d changed, %d held by server pid %d", res, len(orphans), len(owned), l.PID())
+	}
+	// A dry run of a purge counts the same.
+	res, err = db.Purge(ctx, queue.PurgeParams{Status: queue.Running, DryRun: true})
+	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Purge running, dry run = %+v, %v; want 0 to purge, %d held by server pid %d", res, err, len(owned), l.PID())
 	}
 	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running' AND stage = 'a'"); n != int64(len(owned)) {
 		t.Errorf("%d running rows left at the owned stage, want %d", n, len(owned))
 	}
 	// By id too.
 	res, err = db.Redrive(ctx, queue.RedriveParams{IDs: owned})
-	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) {
+	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
 		t.Errorf("Redrive by id of owned running rows = %+v, %v", res, err)
 	}
 }

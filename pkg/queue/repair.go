@@ -173,8 +173,9 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var res Repair
+	var heldAt string // a stage of the held rows
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		res = Repair{}
+		res, heldAt = Repair{}, ""
 		rows, err := tx.Query(ctx, "SELECT id, status FROM pepsi.state WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
 		if err != nil {
 			return err
@@ -225,7 +226,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 		}
 		res.Changed = tag.RowsAffected()
 		if running > 0 && res.Held == 0 {
-			if err := tx.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).Scan(&res.Held); err != nil {
+			if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(min(stage), '') FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).Scan(&res.Held, &heldAt); err != nil {
 				return err
 			}
 		}
@@ -237,7 +238,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 	if err != nil {
 		return Repair{}, err
 	}
-	return res, db.holder(ctx, &res)
+	return res, db.holder(ctx, &res, heldAt)
 }
 
 // Purge deletes messages of one status (and stage, and age) in batches,
@@ -308,24 +309,29 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 		}
 	}
 	if slices.Contains(sel.statuses, Running) {
-		n, err := db.held(ctx, sel, held)
+		n, stage, err := db.held(ctx, sel, held)
 		if err != nil {
 			return res, err
 		}
 		res.Held = n
+		return res, db.holder(ctx, &res, stage)
 	}
-	return res, db.holder(ctx, &res)
+	return res, nil
 }
 
 // held counts the running rows of sel at stages a dispatcher owns (all:
-// every one, a dispatcher without a stage set runs).
-func (db *DB) held(ctx context.Context, sel selection, all bool) (int64, error) {
+// every one, a dispatcher without a stage set runs), and names one of
+// those stages.
+func (db *DB) held(ctx context.Context, sel selection, all bool) (int64, string, error) {
 	var n int64
 	var stage *string
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, heldSQL, sel.stage, sel.olderThan, all).Scan(&n, &stage)
 	})
-	return n, err
+	if stage == nil {
+		return n, "", err
+	}
+	return n, *stage, err
 }
 
 // count is a dry run of batches.
@@ -351,18 +357,31 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 		}); err != nil {
 			return res, err
 		}
-		if res.Held, err = db.held(ctx, sel, all); err != nil {
+		var stage string
+		if res.Held, stage, err = db.held(ctx, sel, all); err != nil {
 			return res, err
 		}
 		res.Changed -= res.Held
+		return res, db.holder(ctx, &res, stage)
 	}
-	return res, db.holder(ctx, &res)
+	return res, nil
 }
 
-// holder fills in a dispatcher that holds res.Held rows: one that runs.
-func (db *DB) holder(ctx context.Context, res *Repair) error {
+// holder fills in the dispatcher that holds res.Held rows: the owner of
+// stage, one of their stages, or else one that runs.
+func (db *DB) holder(ctx context.Context, res *Repair, stage string) error {
 	if res.Held == 0 {
 		return nil
+	}
+	if stage != "" {
+		owners, err := db.Owners(ctx, []string{stage})
+		if err != nil {
+			return err
+		}
+		if o, ok := owners[stage]; ok {
+			res.Holder = &o
+			return nil
+		}
 	}
 	d, err := db.LockHolder(ctx)
 	if err != nil {
