@@ -1,13 +1,23 @@
 -- pepsi schema, version 5: several dispatchers share one database, each
 -- owning a set of stages (pepsi dispatch --stages, STAGES).
 --
--- Cost: none of these tables grows with the messages. pepsi.state and
--- pepsi.message are not touched, so on a database of 1 000 000 messages
--- this runs in milliseconds, as on an empty one (13 ms measured,
--- TestMigrateStageSets with PEPSI_TEST_MIGRATE_ROWS=1000000): the statistics tables
+-- Cost: pepsi.state gets a column without a default (a change of the
+-- catalog only: no row is rewritten), and none of the other tables grows
+-- with the messages, so on a database of 1 000 000 messages this runs in
+-- milliseconds, as on an empty one (TestMigrateStageSets with
+-- PEPSI_TEST_MIGRATE_ROWS=1000000): the statistics tables
 -- hold one row per stage (and per dispatcher set), the wake table one per
 -- set. Stop every dispatcher before migrating (an older dispatcher writes
 -- the wake flag as one row and would fail on the new table).
+
+-- handed: the stage a running row was claimed at (the claim sets it, the
+-- settle clears it). A running row belongs to the dispatcher that handed it
+-- out, the owner of that stage, even after its stage program advanced it
+-- into another set's stage (pepsi.advance keeps it running there until
+-- its dispatcher requeues it): resets, sweeps and the retry guard go by
+-- coalesce(handed, stage). Rows running when this is applied have none,
+-- and go by their stage, as before.
+ALTER TABLE pepsi.state ADD COLUMN handed text;
 
 -- The wake flag, one row per dispatcher set (its key: the stage set's
 -- name, "*" for a dispatcher that owns every stage): a producer must

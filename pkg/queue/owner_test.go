@@ -107,3 +107,37 @@ func TestFence(t *testing.T) {
 		t.Errorf("%d rows still running, want 2", got)
 	}
 }
+
+// TestHandedOwnsRunning: a running row belongs to the owner of the stage
+// it was handed out at, even once its stage program advanced it into
+// another set's stage: that stage's resets and the retry guard leave it
+// alone; its own stage's reset takes it back.
+func TestHandedOwnsRunning(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	id := seed1(t, db, "a", queue.Pending)
+	claimed, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim = %v, %v", claimed, err)
+	}
+	exec(t, db, "SELECT pepsi.advance($1, 'b')", id) // running at b now, handed out at a
+	if n, err := db.ResetRunning(ctx, "b"); err != nil || n != 0 {
+		t.Errorf("ResetRunning(b) = %d, %v; want the row handed out at a left alone", n, err)
+	}
+	if n, err := db.ResetOrphans(ctx, nil, 0, "b"); err != nil || n != 0 {
+		t.Errorf("ResetOrphans(b) = %d, %v; want the row handed out at a left alone", n, err)
+	}
+	l := dial(t, dsn, "c")
+	if err := l.TakeStages(ctx, []string{"a"}, false, queue.NewToken()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Running, Stage: "b"})
+	if err != nil || res.Changed != 0 || res.Held != 1 || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive of the row at b while a is owned = %+v, %v; want it held by a's owner", res, err)
+	}
+	if n, err := db.ResetRunning(ctx, "a"); err != nil || n != 1 {
+		t.Errorf("ResetRunning(a) = %d, %v; want the row back", n, err)
+	}
+	if st := getState(t, db, id); st.Status != queue.Pending || st.Stage != "b" {
+		t.Errorf("after the reset: %+v, want pending at b", st)
+	}
+}

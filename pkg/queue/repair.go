@@ -12,8 +12,9 @@ import (
 // Queue repair for administrators: Redrive puts messages back to pending,
 // Purge deletes them. Neither touches a row a running dispatcher holds.
 //
-// A running row belongs to the dispatcher that owns its stage, as long as
-// that dispatcher runs: one of its workers may be processing the message.
+// A running row belongs to the dispatcher that owns the stage it was
+// handed out at (pepsi.state.handed, else its stage), as long as that
+// dispatcher runs: one of its workers may be processing the message.
 // Rows that are running at a stage no dispatcher owns are orphans (the
 // stage's next dispatcher resets them at start) and may be repaired. "No
 // dispatcher owns the stage" is decided per row and transaction by taking
@@ -103,7 +104,7 @@ const (
 
 	// freeStage holds for a running row whose stage no dispatcher owns,
 	// and keeps it so until the transaction ends.
-	freeStage = `pg_try_advisory_xact_lock_shared(1885696115, hashtext(stage))` // stageLockClass
+	freeStage = `pg_try_advisory_xact_lock_shared(1885696115, hashtext(coalesce(handed, stage)))` // stageLockClass, handedAt
 
 	// batchSQL locks the next batch of matching rows in id order. Under READ
 	// COMMITTED a row changed meanwhile is re-checked once unlocked and
@@ -120,7 +121,7 @@ SELECT id FROM pepsi.state
 	// heldSQL counts the running rows of a selection at stages a
 	// dispatcher owns, and names one such stage.
 	heldSQL = `
-SELECT count(*), min(stage) FROM pepsi.state
+SELECT count(*), min(coalesce(handed, stage)) FROM pepsi.state
  WHERE status = 'running' AND ($1::text = '' OR stage = $1)
    AND updated_at <= now() - $2::interval AND ($3 OR NOT ` + freeStage + `)`
 
@@ -134,7 +135,7 @@ SELECT count(*) FROM pepsi.state
 	// only at stages no dispatcher owns.
 	redriveSQL = `
 UPDATE pepsi.state
-   SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL,
+   SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL, handed = NULL,
        attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now()
  WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])
    AND (status <> 'running' OR ` + freeStage + `)`
@@ -226,7 +227,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 		}
 		res.Changed = tag.RowsAffected()
 		if running > 0 && res.Held == 0 {
-			if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(min(stage), '') FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).Scan(&res.Held, &heldAt); err != nil {
+			if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(min(coalesce(handed, stage)), '') FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).Scan(&res.Held, &heldAt); err != nil {
 				return err
 			}
 		}

@@ -8,17 +8,18 @@ import (
 // ResetOrphans puts running rows that are not in held, and were last
 // updated longer ago than olderThan, back to pending: rows a dispatcher
 // claimed but lost track of (a claim whose answer was lost with its
-// connection, a dispatcher killed outright). With stages, only rows at
-// those stages are reset (a dispatcher with a stage set sweeps its own).
+// connection, a dispatcher killed outright). With stages, only rows handed
+// out at those stages are reset (a dispatcher with a stage set sweeps its
+// own).
 func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Duration, stages ...string) (int64, error) {
 	if held == nil {
 		held = []int64{}
 	}
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.execFenced(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now()
+		tag, err := db.execFenced(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now(), handed = NULL
 			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
-			  AND ($3::text[] IS NULL OR stage = ANY($3))`, held, olderThan, stages)
+			  AND ($3::text[] IS NULL OR `+handedAt+` = ANY($3))`, held, olderThan, stages)
 		n = tag.RowsAffected()
 		return err
 	})
