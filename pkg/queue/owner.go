@@ -49,6 +49,8 @@ type OwnedError struct {
 	Holder *LockHolder // nil when the holder was gone by the time it was looked up
 }
 
+// Error says which stage is owned and by whom: "stage enrich is owned by
+// pepsi dispatch pid 812 on mx1".
 func (e *OwnedError) Error() string {
 	who := "another session"
 	if e.Holder != nil {
