@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
 	"github.com/pepsi-dev/pepsi/pkg/metrics"
 )
@@ -18,12 +19,16 @@ func dispatchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "dispatch",
 		Usage:     "run the coordinator that hands messages to stage workers",
-		UsageText: "pepsi dispatch [--standby] [--log-level LEVEL] [--log-format text|json]",
+		UsageText: "pepsi dispatch [--stages LIST] [--standby] [--log-level LEVEL] [--log-format text|json]",
 		Description: "Claims queued messages and feeds their ids to the stage programs of the\n" +
-			"configuration, until SIGINT or SIGTERM. Exactly one dispatcher runs per\n" +
-			"database: a second one exits 1, or with --standby waits to take over.",
+			"configuration, until SIGINT or SIGTERM. Each stage has at most one running\n" +
+			"dispatcher: by default a dispatcher owns every stage and excludes every\n" +
+			"other one; with --stages (or STAGES) it owns those stages only, and other\n" +
+			"dispatchers, on other hosts, may own the rest. A dispatcher whose stages\n" +
+			"are owned exits 1, or with --standby waits to take them over.",
 		Flags: append([]cli.Flag{
-			&cli.BoolFlag{Name: "standby", DisableDefaultText: true, Usage: "wait for the running dispatcher to go away, then take over"},
+			&cli.StringFlag{Name: "stages", Usage: "own only the stages of `LIST` (comma-separated; overrides STAGES)"},
+			&cli.BoolFlag{Name: "standby", DisableDefaultText: true, Usage: "wait until every stage of the set is free, then take over"},
 		}, logFlags()...),
 		Action: runDispatch,
 	}
@@ -41,12 +46,17 @@ func runDispatch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.IsSet("stages") {
+		if err := cfg.SetStages(c.String("stages")); err != nil {
+			return invalid("%v", err)
+		}
+	}
 	opts := dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")}
 	var m *metrics.Observer
 	if cfg.Dispatch.MetricsListen != "" {
 		src := metrics.NewSource(cfg.DSN, "pepsi dispatch metrics")
 		defer src.Close()
-		m = metrics.NewObserver(metrics.ObserverOptions{Stages: cfg.StageNames(), Source: src, Version: c.App.Version, Log: log})
+		m = metrics.NewObserver(metrics.ObserverOptions{Stages: ownedNames(cfg), Only: !cfg.OwnsAll(), Source: src, Version: c.App.Version, Log: log})
 		opts.Observe = m
 	}
 	d, err := dispatch.New(opts)
@@ -97,4 +107,14 @@ func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) 
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usage("--log-format %q: want text or json", format)
+}
+
+// ownedNames lists the stages the dispatcher owns: its metrics carry
+// those only.
+func ownedNames(cfg *config.Config) []string {
+	var names []string
+	for _, s := range cfg.Owned() {
+		names = append(names, s.Name)
+	}
+	return names
 }

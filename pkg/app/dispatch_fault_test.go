@@ -41,9 +41,16 @@ type faultDB struct {
 
 func newFaultDB(t *testing.T, dispatch string) *faultDB {
 	t.Helper()
+	return faultSite(t, "POLL_INTERVAL = 2\n"+dispatch)
+}
+
+// faultSite is newFaultDB's site with the [pepsi-dispatch] keys given
+// (POLL_INTERVAL among them) besides the fault tests' own.
+func faultSite(t *testing.T, dispatch string) *faultDB {
+	t.Helper()
 	worker := testkit.Worker(t)
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "[pepsi-dispatch]\nPOLL_INTERVAL = 2\nSTATS_INTERVAL = 1\nSHUTDOWN_GRACE = 5\n"+
+	fmt.Fprintf(&conf, "[pepsi-dispatch]\nSTATS_INTERVAL = 1\nSHUTDOWN_GRACE = 5\n"+
 		"RECONNECT_MIN = 0.1\nRECONNECT_MAX = 1\nORPHAN_SWEEP = 2\n%s\n", dispatch)
 	for _, s := range []string{"parse", "enrich", "deliver"} {
 		fmt.Fprintf(&conf, "\n[stage-%s]\nPROGRAM = %s\nPARALLELISM = 2\nQUEUE_LIMIT = 4\n", s, worker)
@@ -514,8 +521,10 @@ func TestDispatchLockLost(t *testing.T) {
 	f.enqueue(total, pipeline("5ms"))
 	a, s := startActiveAndStandby(t)
 	testkit.Wait(t, "a fifth done", time.Minute, func() bool { return f.Count("done") >= total/5 }, a.logs)
-	holder := f.Int64(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	// The listener session: it holds the session locks exclusive (the
+	// queue sessions take the stages' fence locks shared, per transaction).
+	holder := f.Int64(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1`)
 	inflight := f.running()
 	f.Int64("SELECT count(pg_terminate_backend($1))", holder)
 	// What it claimed on its way out (before it saw its session gone) is

@@ -64,7 +64,7 @@ func TestDispatchBinary(t *testing.T) {
 
 	second := exe(t, bin, "", "dispatch")
 	second.wantCode(t, 1)
-	second.wantOneError(t, "pepsi dispatch: another dispatcher is running: pepsi dispatch pid ")
+	second.wantOneError(t, "pepsi dispatch: another dispatcher is running: stage work is owned by pepsi dispatch pid ")
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -199,9 +199,15 @@ func TestHTTPD(t *testing.T) {
 		}
 	}
 
-	// The tables change; a later scrape (once the last read is older than
-	// httpdMaxAge) shows it.
-	if err := db.AddStats(context.Background(), []queue.StageStats{{Stage: "parse", Processed: 5}}, queue.DispatchStats{Done: 1}); err != nil {
+	// The tables change, in the rows of another writer (a dispatcher with a
+	// stage set); a later scrape (once the last read is older than
+	// httpdMaxAge) shows the sums.
+	set, err := queue.Open(context.Background(), dsn, queue.Options{App: pgtest.App, Writer: queue.SetName([]string{"parse"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if err := set.AddStats(context.Background(), []queue.StageStats{{Stage: "parse", Processed: 5}}, queue.DispatchStats{Done: 1}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Wait(t, "the new counts", time.Minute, func() bool {

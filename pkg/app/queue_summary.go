@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
@@ -17,7 +18,8 @@ func queueSummaryCommand() *cli.Command {
 		Description: "Prints a table of the messages per stage and status, with each stage's\n" +
 			"total and how long its oldest pending message has waited, a line of totals,\n" +
 			"a line for each stage with waiting messages that the configuration lacks,\n" +
-			"and whether a dispatcher is running.",
+			"and whether a dispatcher is running; while dispatchers with stage sets run,\n" +
+			"a line for each stage naming its owner (pid and host), or that it has none.",
 		Action: queueSummary,
 	}
 }
@@ -106,10 +108,46 @@ func queueSummary(c *cli.Context) error {
 	}
 	if d == nil {
 		_, err = fmt.Fprintln(c.App.Writer, "dispatcher: not running")
-	} else {
-		_, err = fmt.Fprintf(c.App.Writer, "dispatcher: running (%s)\n", d)
+		return err
 	}
-	return err
+	if !d.Set {
+		_, err = fmt.Fprintf(c.App.Writer, "dispatcher: running (%s)\n", d)
+		return err
+	}
+	if _, err = fmt.Fprintln(c.App.Writer, "dispatchers: running, each owning a stage set"); err != nil {
+		return err
+	}
+	return printOwners(c, db, cfg, order)
+}
+
+// printOwners prints a line per stage, those of the configuration and
+// those in the queue: its owner, or that it has none (its messages wait).
+func printOwners(c *cli.Context, db *queue.DB, cfg *config.Config, inQueue []string) error {
+	stages := cfg.StageNames()
+	for _, s := range inQueue {
+		if !slices.Contains(stages, s) {
+			stages = append(stages, s)
+		}
+	}
+	owners, err := db.Owners(c.Context, stages)
+	if err != nil {
+		return err
+	}
+	for _, s := range stages {
+		o, ok := owners[s]
+		switch {
+		case !ok:
+			_, err = fmt.Fprintf(c.App.Writer, "stage %s: no owner (its messages wait)\n", s)
+		case o.Name != "":
+			_, err = fmt.Fprintf(c.App.Writer, "stage %s: owned by %s\n", s, o.Name)
+		default:
+			_, err = fmt.Fprintf(c.App.Writer, "stage %s: owned by server pid %d\n", s, o.PID)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unconfigured returns a line for each stage that has messages waiting

@@ -11,6 +11,8 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,6 +32,14 @@ type Config struct {
 	// the server; "" when unset (then they get DSN). PEPSI_DSN overrides
 	// DSN only, not this.
 	WorkerDSN string
+
+	// StageSet is [pepsi-dispatch] STAGES (or pepsi dispatch --stages,
+	// which wins; see SetStages): the stages the dispatcher owns, in the
+	// order given; nil (the default) for every configured stage. A
+	// dispatcher with a set is one of several sharing the database, each
+	// owning its own stages.
+	StageSet     []string
+	StageSetLine int // the STAGES line, 0 when unset or set by SetStages
 }
 
 // Dispatch holds the [pepsi-dispatch] settings.
@@ -165,6 +175,60 @@ func (c *Config) StageNames() []string {
 		names[i] = s.Name
 	}
 	return names
+}
+
+// OwnsAll reports whether the dispatcher owns every stage: no STAGES and
+// no --stages, today's single dispatcher that excludes every other one.
+func (c *Config) OwnsAll() bool { return c.StageSet == nil }
+
+// Owned returns the stages the dispatcher owns: STAGES (or --stages), or
+// every configured stage, in file order.
+func (c *Config) Owned() []Stage {
+	if c.OwnsAll() {
+		return c.Stages
+	}
+	var out []Stage
+	for _, s := range c.Stages {
+		if slices.Contains(c.StageSet, s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SetStages sets the owned stages from a comma-separated list (pepsi
+// dispatch --stages), replacing STAGES. An unknown or repeated stage, or an
+// empty list, is an error naming it.
+func (c *Config) SetStages(list string) error {
+	names, msg := c.parseStages(list)
+	if msg != "" {
+		return fmt.Errorf("--stages: %s", msg)
+	}
+	c.StageSet, c.StageSetLine = names, 0
+	return nil
+}
+
+// parseStages splits a STAGES list and checks each name against the
+// configured stages; it returns what is wrong, or "".
+func (c *Config) parseStages(list string) ([]string, string) {
+	var names []string
+	for _, f := range strings.Split(list, ",") {
+		name := strings.TrimSpace(f)
+		if name == "" {
+			if strings.TrimSpace(list) == "" {
+				return nil, "no stage given (leave it out for every stage)"
+			}
+			return nil, fmt.Sprintf("empty stage name in %q", list)
+		}
+		if _, ok := c.Stage(name); !ok {
+			return nil, fmt.Sprintf("unknown stage %q (no [stage-%s] section)", name, name)
+		}
+		if slices.Contains(names, name) {
+			return nil, fmt.Sprintf("stage %q given twice", name)
+		}
+		names = append(names, name)
+	}
+	return names, ""
 }
 
 // channelRE is what INGRESS_CHANNEL may be.

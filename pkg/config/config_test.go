@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,6 +251,15 @@ func TestErrors(t *testing.T) {
 	tests := []struct {
 		name, src, want string
 	}{
+		// Stage sets.
+		{"unknown stage in STAGES", "[pepsi-dispatch]\nSTAGES = a, nosuch\n[stage-a]\nPROGRAM = a\n",
+			`pepsi.conf:2: STAGES: unknown stage "nosuch" (no [stage-nosuch] section)`},
+		{"stage twice in STAGES", "[stage-a]\nPROGRAM = a\n[pepsi-dispatch]\nSTAGES = a,a\n",
+			`pepsi.conf:4: STAGES: stage "a" given twice`},
+		{"empty STAGES", "[pepsi-dispatch]\nSTAGES =\n[stage-a]\nPROGRAM = a\n",
+			`pepsi.conf:2: STAGES: no stage given (leave it out for every stage)`},
+		{"empty name in STAGES", "[pepsi-dispatch]\nSTAGES = a,,b\n[stage-a]\nPROGRAM = a\n",
+			`pepsi.conf:2: STAGES: empty stage name in "a,,b"`},
 		// Retries.
 		{"negative RETRIES", "[stage-a]\nPROGRAM = a\nRETRIES = -1\n",
 			`pepsi.conf:3: RETRIES: bad number "-1" (want an integer >= 0)`},
@@ -749,5 +759,41 @@ func TestWorkerDSN(t *testing.T) {
 	}
 	if c.DSN != "from-env" || c.StageDSN() != "pooled" {
 		t.Errorf("with PEPSI_DSN: DSN %q StageDSN %q, want from-env, pooled", c.DSN, c.StageDSN())
+	}
+}
+
+func TestStageSet(t *testing.T) {
+	src := "[pepsi-dispatch]\nSTAGES = enrich , parse ; the middle\n[stage-parse]\nPROGRAM = p\n[stage-enrich]\nPROGRAM = e\n[stage-deliver]\nPROGRAM = d\n"
+	c, err := Parse("p.conf", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OwnsAll() || !slices.Equal(c.StageSet, []string{"enrich", "parse"}) || c.StageSetLine != 2 {
+		t.Fatalf("StageSet = %q (line %d), OwnsAll %v", c.StageSet, c.StageSetLine, c.OwnsAll())
+	}
+	var owned []string
+	for _, s := range c.Owned() {
+		owned = append(owned, s.Name)
+	}
+	if !slices.Equal(owned, []string{"parse", "enrich"}) { // file order
+		t.Errorf("Owned = %q", owned)
+	}
+	// The flag wins.
+	if err := c.SetStages("deliver"); err != nil || !slices.Equal(c.StageSet, []string{"deliver"}) || c.StageSetLine != 0 {
+		t.Errorf("SetStages(deliver) = %v; StageSet %q line %d", err, c.StageSet, c.StageSetLine)
+	}
+	for in, want := range map[string]string{
+		"parse,nosuch": `--stages: unknown stage "nosuch" (no [stage-nosuch] section)`,
+		"":             "--stages: no stage given (leave it out for every stage)",
+		"parse,parse":  `--stages: stage "parse" given twice`,
+	} {
+		if err := c.SetStages(in); err == nil || err.Error() != want {
+			t.Errorf("SetStages(%q) = %v, want %q", in, err, want)
+		}
+	}
+	// Without STAGES: every stage, and no set.
+	c, err = Parse("p.conf", []byte("[stage-a]\nPROGRAM = a\n"))
+	if err != nil || !c.OwnsAll() || len(c.Owned()) != 1 {
+		t.Errorf("no STAGES: %v, OwnsAll %v, Owned %v", err, c.OwnsAll(), c.Owned())
 	}
 }

@@ -52,7 +52,7 @@ var keys = map[string][]string{
 	sectionDatabase: {"DSN", "WORKER_DSN"},
 	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
-		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL"},
+		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL", "STAGES"},
 	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
 	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX"},
 }
@@ -136,6 +136,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	var reconnectLine int // the later RECONNECT_MIN or RECONNECT_MAX line
+	var stages *rawKey    // STAGES, checked once every stage is known
 	for _, s := range secs {
 		var st *Stage
 		if s.kind == stagePrefix {
@@ -152,6 +153,10 @@ func Parse(file string, data []byte) (*Config, error) {
 					c.DSN = k.value()
 				}
 			case sectionDispatch:
+				if k.name == "STAGES" {
+					stages = &k
+					continue
+				}
 				msg = setDispatch(&c.Dispatch, k.name, k.value())
 				if strings.HasPrefix(k.name, "RECONNECT_") {
 					reconnectLine = k.line
@@ -175,6 +180,13 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	if d := &c.Dispatch; d.ReconnectMin > d.ReconnectMax {
 		return nil, bad(reconnectLine, "RECONNECT_MIN (%v) is longer than RECONNECT_MAX (%v)", d.ReconnectMin, d.ReconnectMax)
+	}
+	if stages != nil {
+		names, msg := c.parseStages(stages.value())
+		if msg != "" {
+			return nil, bad(stages.line, "STAGES: %s", msg)
+		}
+		c.StageSet, c.StageSetLine = names, stages.line
 	}
 	if c.Dispatch.ConfigFile == "" {
 		c.Dispatch.ConfigFile = file

@@ -86,6 +86,46 @@ func TestActionsRefused(t *testing.T) {
 	}
 }
 
+// TestRetryRunningStageSet: while a dispatcher with a stage set runs, a
+// running message handed out at one of its stages is held (wherever it
+// advanced to), and one at a stage no dispatcher owns is an orphan and
+// retried; by id and by status, the confirmation saying what the retry
+// does.
+func TestRetryRunningStageSet(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}})
+	owned := s.enqueue("a", 1, nil)
+	orphan := s.enqueue("b", 1, nil)
+	s.exec(`UPDATE pepsi.state SET status = 'running' WHERE id = ANY($1)`, append(slices.Clone(owned), orphan...))
+	ownStages(t, s.dsn, "a")
+
+	r := s.do("POST", "/retry", url.Values{"id": {itoa(owned[0])}}, alice)
+	if !strings.Contains(r.text, "1 running message would be left alone: held by the running dispatcher (pepsi dispatch pid") {
+		t.Errorf("owned by id, confirmation:\n%s", r.body)
+	}
+	r = s.do("POST", "/retry", url.Values{"id": {itoa(orphan[0])}}, alice)
+	if strings.Contains(r.text, "left alone") || !strings.Contains(r.body, "Retry 1 message</button>") {
+		t.Errorf("orphan by id, confirmation:\n%s", r.body)
+	}
+	r = s.do("POST", "/retry", url.Values{"status": {"running"}}, alice)
+	if !strings.Contains(r.body, "Retry 1 message</button>") || !strings.Contains(r.text, "1 running message would be left alone") {
+		t.Errorf("running, confirmation:\n%s", r.body)
+	}
+	r = s.do("POST", "/retry", url.Values{"status": {"running"}, "confirm": {"yes"}}, alice)
+	if !strings.Contains(r.body, "Retried 1 message") || !strings.Contains(r.text, "Left 1 running message alone: held by the running dispatcher") {
+		t.Errorf("running, done:\n%s", r.body)
+	}
+	wantStates(t, "owned", s.states(owned), state{Stage: "a", Status: "running"})
+	wantStates(t, "orphan", s.states(orphan), cleared("b"))
+
+	// Handed out at a, its stage program advanced it into b: still a's.
+	s.exec(`UPDATE pepsi.state SET stage = 'b', handed = 'a' WHERE id = ANY($1)`, owned)
+	r = s.do("POST", "/retry", url.Values{"id": {itoa(owned[0])}}, alice)
+	if !strings.Contains(r.text, "1 running message would be left alone: held by the running dispatcher (pepsi dispatch pid") {
+		t.Errorf("advanced into b, by id, confirmation:\n%s", r.body)
+	}
+}
+
 // TestRetry: one message, a failure group, a stage's messages of one
 // status: each confirmed first with its count, then done, the rows as
 // pepsi queue retry leaves them, the running rows a dispatcher holds left

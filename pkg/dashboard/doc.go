@@ -8,7 +8,8 @@
 //   - / (overview.go): per stage, the messages in each status, the age of
 //     the oldest pending one, throughput over the last minutes (an inline
 //     SVG chart, chart.go, of samples the server keeps in memory,
-//     sampler.go); the dispatcher that owns the stages and the standbys.
+//     sampler.go); the dispatcher that owns each stage (one of every stage,
+//     or one per stage set) and the standbys.
 //   - /failures (failures.go): failed messages grouped by stage and reason.
 //   - /messages (messages.go): messages filtered by stage, status, age and
 //     text in their errors, newest first, paged by id.

@@ -20,8 +20,9 @@ type stageRow struct {
 	// in seconds; 0 when none is pending.
 	OldestPending float64 `json:"oldest_pending_seconds"`
 	Throughput    []bin   `json:"throughput"`
-	// Owner is the dispatcher that claims the stage's messages: today one
-	// dispatcher holds the single-dispatcher lock and owns every stage.
+	// Owner is the dispatcher that claims the stage's messages: the one
+	// without a stage set, which owns every stage, or the one whose set
+	// has the stage; nil when none does (its messages wait).
 	Owner *queue.DispatcherSession `json:"owner"`
 
 	Cells []cell        `json:"-"` // the counts, in Statuses order, with their lists
@@ -38,12 +39,17 @@ type cell struct {
 
 // overviewPage is the overview's data.
 type overviewPage struct {
-	Stages     []stageRow                `json:"stages"`
-	Totals     map[string]int64          `json:"totals"`
-	Dispatcher *queue.DispatcherSession  `json:"dispatcher"` // nil: none runs
-	Standbys   []queue.DispatcherSession `json:"standbys"`
-	Window     string                    `json:"window"` // what the charts span
-	Statuses   []queue.Status            `json:"-"`
+	Stages []stageRow       `json:"stages"`
+	Totals map[string]int64 `json:"totals"`
+	// Dispatcher is the dispatcher that owns every stage (one without a
+	// stage set); nil when none runs, or when dispatchers with stage sets
+	// do: they are in Dispatchers, as it is.
+	Dispatcher  *queue.DispatcherSession  `json:"dispatcher"`
+	Dispatchers []queue.DispatcherSession `json:"dispatchers"` // every one running, each with the stages it owns
+	Standbys    []queue.DispatcherSession `json:"standbys"`
+	Unowned     []string                  `json:"unowned"` // while dispatchers run: the stages none owns
+	Window      string                    `json:"window"`  // what the charts span
+	Statuses    []queue.Status            `json:"-"`
 }
 
 // countCache shares one count of the queue among the overviews asked for
@@ -85,17 +91,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *queue.D
 		d.dbFailed(w, r, err)
 		return
 	}
-	owners, err := db.DispatcherSessions(ctx)
-	if err != nil {
-		d.dbFailed(w, r, err)
-		return
-	}
 	page := overviewPage{
-		Totals:     map[string]int64{},
-		Dispatcher: owners.Holder,
-		Standbys:   owners.Standbys,
-		Window:     span(d.opts.Window),
-		Statuses:   queue.Statuses,
+		Totals:   map[string]int64{},
+		Unowned:  []string{},
+		Window:   span(d.opts.Window),
+		Statuses: queue.Statuses,
 	}
 
 	rows := map[string]*stageRow{}
@@ -103,7 +103,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *queue.D
 		if x := rows[stage]; x != nil {
 			return x
 		}
-		x := &stageRow{Stage: stage, Counts: map[string]int64{}, Owner: owners.Holder}
+		x := &stageRow{Stage: stage, Counts: map[string]int64{}}
 		for _, st := range queue.Statuses {
 			x.Counts[string(st)] = 0
 		}
@@ -135,9 +135,20 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *queue.D
 		}
 	}
 	slices.Sort(others)
+	order := slices.Concat(d.opts.Stages, others)
+	owners, err := db.DispatcherSessions(ctx, order)
+	if err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
+	page.Dispatcher, page.Dispatchers, page.Standbys = owners.Holder, owners.Running, owners.Standbys
 	at := time.Now()
-	for _, s := range slices.Concat(d.opts.Stages, others) {
+	for _, s := range order {
 		x := rows[s]
+		x.Owner = owners.Owners[s]
+		if x.Owner == nil && len(owners.Running) > 0 {
+			page.Unowned = append(page.Unowned, s)
+		}
 		x.Throughput = d.samples.bins(s, at)
 		x.Chart = chartSVG(x.Throughput)
 		if b := x.Throughput[len(x.Throughput)-1]; b.Known {

@@ -70,6 +70,7 @@ var funcs = template.FuncMap{
 	"str":     optString,
 	"rate":    rate,
 	"queryOf": queryOf,
+	"join":    func(s []string) string { return strings.Join(s, ", ") },
 }
 
 func loadPages() *pages {

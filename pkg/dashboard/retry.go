@@ -78,7 +78,10 @@ func (a *retry) count(ctx context.Context, db *queue.DB, page *actionPage) error
 	case queue.Pending:
 		page.Pending = 1
 	case queue.Running:
-		disp, err := db.LockHolder(ctx)
+		// Held while a dispatcher owns the stage it was handed out at
+		// (one of every stage, or the one whose set has it), as Redrive
+		// decides.
+		disp, err := db.RunningOwner(ctx, page.id)
 		if err != nil {
 			return err
 		}

@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -53,6 +55,32 @@ func TestSamplerBins(t *testing.T) {
 	}
 	if b := s.bins("a", t0.Add(1010*time.Second)); b[len(b)-1].OK != 6 {
 		t.Errorf("after the gap: %+v", b[len(b)-1])
+	}
+}
+
+// TestSamplerSumsWriters: a sample is each stage's sum over the rows of
+// every writer (a dispatcher per stage set, and the one of every stage).
+func TestSamplerSumsWriters(t *testing.T) {
+	t.Parallel()
+	db, dsn := pgtest.New(t)
+	ctx := context.Background()
+	set, err := queue.Open(ctx, dsn, queue.Options{App: pgtest.App, Writer: queue.SetName([]string{"a"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if err := db.AddStats(ctx, []queue.StageStats{{Stage: "a", Processed: 7, Failed: 1}, {Stage: "b", Processed: 4}}, queue.DispatchStats{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.AddStats(ctx, []queue.StageStats{{Stage: "a", Processed: 5, Failed: 2}}, queue.DispatchStats{}); err != nil {
+		t.Fatal(err)
+	}
+	s := newSampler(time.Minute, time.Second)
+	if err := s.take(ctx, func(context.Context) (*queue.DB, error) { return db.DB, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if x := s.samples[0]; x.ok["a"] != 12 || x.failed["a"] != 3 || x.ok["b"] != 4 {
+		t.Errorf("sample %+v, want a: 12 ok and 3 failed, b: 4 ok", x)
 	}
 }
 

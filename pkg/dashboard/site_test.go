@@ -381,7 +381,27 @@ func holdLock(t *testing.T, dsn string) *queue.Listener {
 
 // standby waits for the single-dispatcher lock as dispatch --standby
 // does, until the test ends.
-func standby(t *testing.T, dsn string) *queue.Listener {
+func standby(t *testing.T, dsn string) *queue.Listener { return standbyFor(t, dsn, "") }
+
+// ownStages takes the locks of a dispatcher with a stage set, as
+// dispatch --stages does, until the test ends.
+func ownStages(t *testing.T, dsn string, stages ...string) *queue.Listener {
+	t.Helper()
+	l, err := queue.Dial(ctx(t), dsn, "pepsi_ingress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	if err := l.TakeStages(ctx(t), stages, false, queue.NewToken()); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// standbyFor waits for stage's lock as a standby of a set with that
+// stage does (for "", the database-wide lock as one without a set), until
+// the test ends.
+func standbyFor(t *testing.T, dsn, stage string) *queue.Listener {
 	t.Helper()
 	l, err := queue.Dial(ctx(t), dsn, "pepsi_ingress")
 	if err != nil {
@@ -391,7 +411,7 @@ func standby(t *testing.T, dsn string) *queue.Listener {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = l.WaitLock(wctx)
+		_ = l.WaitFor(wctx, stage, stage == "")
 	}()
 	t.Cleanup(func() {
 		cancel()

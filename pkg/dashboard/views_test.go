@@ -30,9 +30,11 @@ type overviewJSON struct {
 		} `json:"throughput"`
 		Owner *sessionJSON `json:"owner"`
 	} `json:"stages"`
-	Totals     map[string]int64 `json:"totals"`
-	Dispatcher *sessionJSON     `json:"dispatcher"`
-	Standbys   []sessionJSON    `json:"standbys"`
+	Totals      map[string]int64 `json:"totals"`
+	Dispatcher  *sessionJSON     `json:"dispatcher"`
+	Dispatchers []sessionJSON    `json:"dispatchers"`
+	Standbys    []sessionJSON    `json:"standbys"`
+	Unowned     []string         `json:"unowned"`
 }
 
 type sessionJSON struct {
@@ -41,6 +43,9 @@ type sessionJSON struct {
 	Host         string     `json:"host"`
 	Since        *time.Time `json:"since"`
 	WaitingSince *time.Time `json:"waiting_since"`
+	All          bool       `json:"all"`
+	Stages       []string   `json:"stages"`
+	WaitsFor     string     `json:"waits_for"`
 }
 
 // TestOverview: counts per stage and status (configured stages first, in
@@ -88,8 +93,9 @@ func TestOverview(t *testing.T) {
 	if d == nil || d.ServerPID != int32(holder.PID()) || d.PID == 0 || d.Host == "" || d.Since == nil {
 		t.Fatalf("dispatcher: %+v", d)
 	}
-	if p.Owner == nil || p.Owner.ServerPID != d.ServerPID || o.Stages[3].Owner == nil {
-		t.Errorf("the dispatcher does not own every stage: %+v", p.Owner)
+	if p.Owner == nil || p.Owner.ServerPID != d.ServerPID || o.Stages[3].Owner == nil || !d.All ||
+		len(o.Dispatchers) != 1 || len(o.Unowned) != 0 {
+		t.Errorf("the dispatcher does not own every stage: %+v, %+v", p.Owner, o)
 	}
 	if sd := o.Standbys[0]; sd.ServerPID != int32(sb.PID()) || sd.WaitingSince == nil {
 		t.Errorf("standby: %+v", sd)
@@ -112,6 +118,53 @@ func TestOverview(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the overview lacks %q", want)
 		}
+	}
+}
+
+// TestOverviewStageSets: while dispatchers with stage sets run, each
+// stage's owner is the one whose set has it, a stage in no set has none
+// and is named as such, and a set's standby says which stage it waits for.
+func TestOverviewStageSets(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{stages: []string{"parse", "store", "idle"}})
+	s.enqueue("store", 2, nil)
+	store := ownStages(t, s.dsn, "store")
+	sb := standbyFor(t, s.dsn, "store")
+	var o overviewJSON
+	waitFor(t, time.Minute, "the standby", func() bool {
+		o = overviewJSON{}
+		s.getJSON("/", req{}, &o)
+		return len(o.Standbys) == 1
+	})
+	if o.Dispatcher != nil || len(o.Dispatchers) != 1 {
+		t.Fatalf("dispatchers: %+v, %+v", o.Dispatcher, o.Dispatchers)
+	}
+	d := o.Dispatchers[0]
+	if d.ServerPID != int32(store.PID()) || d.All || !slices.Equal(d.Stages, []string{"store"}) || d.PID == 0 {
+		t.Errorf("the set's dispatcher: %+v", d)
+	}
+	if o.Stages[0].Owner != nil || o.Stages[1].Owner == nil || o.Stages[1].Owner.ServerPID != d.ServerPID || o.Stages[2].Owner != nil {
+		t.Errorf("owners: parse %+v, store %+v, idle %+v", o.Stages[0].Owner, o.Stages[1].Owner, o.Stages[2].Owner)
+	}
+	if !slices.Equal(o.Unowned, []string{"parse", "idle"}) {
+		t.Errorf("unowned %v", o.Unowned)
+	}
+	if w := o.Standbys[0]; w.ServerPID != int32(sb.PID()) || w.WaitsFor != "store" {
+		t.Errorf("standby: %+v", w)
+	}
+	body := s.get("/", http.StatusOK, req{})
+	for _, want := range []string{
+		"(server pid " + strconv.Itoa(int(d.ServerPID)) + ")",
+		"it owns stage store.",
+		"No dispatcher owns stages parse, idle: their messages wait.",
+		"(server pid " + strconv.Itoa(int(sb.PID())) + "), for stage store",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the overview lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "owns every stage") || strings.Contains(body, "No dispatcher runs") {
+		t.Errorf("the overview says one dispatcher owns every stage, or none runs:\n%s", body)
 	}
 }
 

@@ -261,7 +261,7 @@ func (b *bundle) sessions() sessions {
 	defer cancel()
 	rows, err := b.db.Pool.Query(ctx, `
 SELECT a.pid, a.application_name,
-       EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)
+       EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock')
   FROM pg_stat_activity a
  WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.application_name NOT LIKE $1`, pgtest.App+" %")
 	if err != nil {

@@ -21,6 +21,8 @@ type chore struct {
 	stages []queue.StageStats
 	global queue.DispatchStats // flush: the deltas to add
 	final  bool                // the last chore before the dispatcher stops
+	owned  []string            // orphans: the stages swept (nil: every one)
+	set    string              // disarm: the dispatcher's wake row
 
 	reset   int64 // orphans: rows put back to pending
 	last    int64 // expire: the last id looked at; 0: the walk is done
@@ -55,7 +57,7 @@ func (c *chore) what() string {
 func (c *chore) run(ctx context.Context, db *queue.DB) error {
 	var err error
 	if c.want&stepOrphans != 0 {
-		if c.reset, err = db.ResetOrphans(ctx, c.held, c.age); err != nil {
+		if c.reset, err = db.ResetOrphans(ctx, c.held, c.age, c.owned...); err != nil {
 			return err
 		}
 		c.did |= stepOrphans
@@ -73,7 +75,7 @@ func (c *chore) run(ctx context.Context, db *queue.DB) error {
 		c.did |= stepFlush
 	}
 	if c.want&stepDisarm != 0 {
-		if err = db.SetArmed(ctx, false); err != nil {
+		if err = db.SetArmed(ctx, c.set, false); err != nil {
 			return err
 		}
 		c.did |= stepDisarm
@@ -92,7 +94,7 @@ func (d *Dispatcher) startChore(now time.Time) {
 	}
 	j := &l.buf
 	c := &j.chore
-	*c = chore{held: c.held[:0], stages: c.stages}
+	*c = chore{held: c.held[:0], stages: c.stages, owned: d.owned, set: d.set}
 	if d.stopping {
 		if !d.readyToWrapUp() {
 			return
@@ -131,7 +133,7 @@ func (d *Dispatcher) sweepsDue(c *chore, now time.Time) {
 			c.age = 0
 		}
 	}
-	if dc.Retention > 0 && (d.expiring || !now.Before(d.nextExpire)) {
+	if dc.Retention > 0 && (d.expiring || !now.Before(d.nextExpire)) && d.janitor.Load() {
 		c.want |= stepExpire
 		c.after, c.keep = d.expireAfter, dc.Retention
 	}

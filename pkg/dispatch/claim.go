@@ -44,7 +44,7 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	}
 	d.claimAt = time.Time{}
 	j := &l.buf
-	j.turn = queue.Turn{Resume: resume, Caps: caps}
+	j.turn = queue.Turn{Resume: resume, Caps: caps, Stages: d.owned, Set: d.set}
 	w.turn(&j.turn)
 	j.err, j.gen, j.marks, j.pause = nil, d.wakeGen, d.marks, time.Time{}
 	d.checkPause = false

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -23,12 +25,13 @@ import (
 type Options struct {
 	Config  *config.Config
 	Log     *slog.Logger
-	Standby bool             // wait for the single-dispatcher lock instead of failing
+	Standby bool             // wait until the dispatcher's whole stage set is free instead of failing
 	Now     func() time.Time // the clock; time.Now when nil
 	Observe Observer         // hears what happens, for metrics; nil: nobody
 }
 
-// ErrLocked is returned by Run when another dispatcher holds the lock.
+// ErrLocked is returned by Run when another dispatcher owns one of its
+// stages (errors.Is; the error names the stage and the holder).
 var ErrLocked = errors.New("another dispatcher is running")
 
 // Dispatcher is one running coordinator. Only its loop goroutine reads or
@@ -42,12 +45,24 @@ type Dispatcher struct {
 	standby bool
 	env     []string // the stage programs' environment
 
+	// The stages this dispatcher owns (STAGES, --stages; nil: every stage
+	// of the configuration, and every other dispatcher excluded), and its
+	// set's name in the statistics and wake rows (queue.SetName).
+	owned []string
+	set   string
+	token int64 // the token lock of every listener session (queue.NewToken; see queue.DB.SetFence)
+	// janitor: this dispatcher holds the janitor lock and does the work
+	// that is not per stage (retention, vacuum, writing settings). Set by
+	// the listener goroutine, read by the loop and the vacuum goroutine.
+	janitor atomic.Bool
+
 	// The stages and their workers.
 	pools     []*pool
 	byName    map[string]*pool
 	seq       uint64          // counts workers started
 	workerDue time.Time       // no worker has a deadline before this (see due)
 	unknown   map[string]bool // stages settles moved messages to that no pool has (warned once)
+	foreign   map[string]bool // configured stages another dispatcher owns
 
 	// What the goroutines report to the loop.
 	events  chan event           // from the workers' I/O goroutines
@@ -142,7 +157,16 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.obs == nil {
 		d.obs = nopObserver{}
 	}
-	for _, s := range opts.Config.Stages {
+	if !opts.Config.OwnsAll() {
+		d.owned = slices.Clone(opts.Config.StageSet)
+		d.foreign = make(map[string]bool)
+		for _, s := range opts.Config.Stages {
+			d.foreign[s.Name] = !slices.Contains(d.owned, s.Name)
+		}
+	}
+	d.set = queue.SetName(d.owned)
+	d.token = queue.NewToken()
+	for _, s := range opts.Config.Owned() {
 		p := &pool{cfg: s, more: true, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
 		d.pools = append(d.pools, p)
 		d.backlog += s.Parallelism * s.QueueLimit
@@ -227,19 +251,26 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	if err := d.checkLimits(ctx, lis); err != nil {
 		return nil, lis, err
 	}
+	if err := d.checkKeys(ctx, lis); err != nil {
+		return nil, lis, err
+	}
 	if err := d.lock(ctx, lis); err != nil {
 		return nil, lis, err
 	}
-	if db, err = queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns}); err != nil {
+	if db, err = queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set}); err != nil {
 		return nil, lis, err
 	}
 	if err := db.CheckSchema(ctx); err != nil {
 		return db, lis, err
 	}
-	if err := lis.Listen(ctx); err != nil {
+	db.SetFence(d.token, d.lockStages())
+	if err := d.takeJanitor(ctx, lis); err != nil {
+		return db, lis, err
+	}
+	if err := lis.Listen(ctx, d.janitor.Load()); err != nil {
 		return db, lis, fmt.Errorf("listen on %q: %w", dc.IngressChannel, err)
 	}
-	n, err := db.ResetRunning(ctx)
+	n, err := db.ResetRunning(ctx, d.owned...)
 	if err != nil {
 		return db, lis, fmt.Errorf("reset orphaned rows: %w", err)
 	}
@@ -253,7 +284,7 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	d.nextOrphans = d.now().Add(dc.OrphanSweep)
 	d.nextExpire = d.now()
 	d.obs.Health(true)
-	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "orphans_reset", n,
+	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "set", d.set, "janitor", d.janitor.Load(), "orphans_reset", n,
 		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile)
 	return db, lis, nil
 }

@@ -67,25 +67,95 @@ func (d *Dispatcher) dial(ctx context.Context) (*queue.Listener, error) {
 	}
 }
 
-// lock takes the single-dispatcher lock on lis, or waits for it in standby.
+// lock takes the locks of the dispatcher's stage set on lis (see
+// queue.Listener.TakeStages), whole or not at all; in standby it waits for
+// the lock that refused it and tries again, until it has the whole set.
 func (d *Dispatcher) lock(ctx context.Context, lis *queue.Listener) error {
-	holder, err := lis.TryLock(ctx)
-	if errors.Is(err, queue.ErrLocked) && d.standby {
-		d.log.Info("standby: waiting for the dispatcher lock", "holder_backend_pid", holder)
-		err = lis.WaitLock(ctx)
+	all, stages := d.owned == nil, d.lockStages()
+	var last string
+	for {
+		err := lis.TakeStages(ctx, stages, all, d.token)
 		if err == nil {
-			d.log.Info("standby: took over the dispatcher lock")
-		} else if ctx.Err() != nil {
+			if last != "" {
+				d.log.Info("standby: took over the dispatcher lock", "set", d.set)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
 			return errStopped
 		}
-	}
-	if errors.Is(err, queue.ErrLocked) {
-		if app, _ := lis.SessionName(ctx, holder); app != "" {
-			return fmt.Errorf("%w: %s (server pid %d)", ErrLocked, app, holder)
+		var oe *queue.OwnedError
+		if !errors.As(err, &oe) {
+			return err
 		}
-		return fmt.Errorf("%w (server pid %d holds the lock)", ErrLocked, holder)
+		if !d.standby {
+			return fmt.Errorf("%w: %w", ErrLocked, err)
+		}
+		if msg := err.Error(); msg != last {
+			d.log.Info("standby: waiting for the dispatcher lock", "set", d.set, "because", msg)
+			last = msg
+		}
+		// Wait in the server's lock queue for the lock that refused it,
+		// then try the whole set again holding it; no lock is held while
+		// waiting for another, so standbys of overlapping sets cannot
+		// deadlock.
+		if err := lis.WaitFor(ctx, oe.Stage, all); err != nil {
+			if ctx.Err() != nil {
+				return errStopped
+			}
+			return err
+		}
+		err = lis.TakeStages(ctx, stages, all, d.token)
+		if err == nil {
+			d.log.Info("standby: took over the dispatcher lock", "set", d.set)
+			return lis.Release(ctx, oe.Stage, all)
+		}
+		if ctx.Err() != nil {
+			return errStopped
+		}
+		if !errors.Is(err, queue.ErrLocked) {
+			return err
+		}
 	}
-	return err
+}
+
+// lockStages are the stages whose locks the dispatcher takes: those it
+// owns, or every configured one.
+func (d *Dispatcher) lockStages() []string {
+	if d.owned == nil {
+		return d.cfg.StageNames()
+	}
+	return d.owned
+}
+
+// checkKeys refuses a configuration in which two stage names share a lock
+// (their hashtext is the same): a dispatcher owning one of them would keep
+// another from owning the other.
+func (d *Dispatcher) checkKeys(ctx context.Context, lis *queue.Listener) error {
+	a, b, err := lis.StageKeyClash(ctx, d.cfg.StageNames())
+	if err != nil {
+		return err
+	}
+	if a != "" {
+		return fmt.Errorf("%s: stages %q and %q have the same lock key (hashtext); rename one", nameOf(d.cfg), a, b)
+	}
+	return nil
+}
+
+// takeJanitor tries the janitor lock on lis (see queue.Listener.TryJanitor).
+func (d *Dispatcher) takeJanitor(ctx context.Context, lis *queue.Listener) error {
+	if d.janitor.Load() {
+		return nil
+	}
+	ok, err := lis.TryJanitor(ctx)
+	if err != nil {
+		return err
+	}
+	if ok {
+		d.janitor.Store(true)
+		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum)")
+	}
+	return nil
 }
 
 // listen waits for notifications and heartbeats on lis and wakes the loop;
@@ -100,6 +170,11 @@ func (d *Dispatcher) listen(ctx context.Context, lis *queue.Listener) {
 		}
 		if err == nil && !got {
 			err = lis.Ping(ctx)
+			if err == nil {
+				// The janitor's work falls to another dispatcher when
+				// the one doing it stops.
+				err = d.takeJanitor(ctx, lis)
+			}
 		}
 		if err != nil {
 			d.lisErr <- err
@@ -126,14 +201,16 @@ func (d *Dispatcher) relisten(ctx context.Context) {
 	for sleep(ctx, b.next()) {
 		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
 		if err == nil {
-			var holder int32
-			if holder, err = lis.TryLock(ctx); errors.Is(err, queue.ErrLocked) {
+			if err = lis.TakeStages(ctx, d.lockStages(), d.owned == nil, d.token); errors.Is(err, queue.ErrLocked) {
 				closeListener(lis)
-				d.fatal <- fmt.Errorf("lost the dispatcher lock to another dispatcher (server pid %d)", holder)
+				d.fatal <- fmt.Errorf("lost the dispatcher lock to another dispatcher: %w", err)
 				return
 			}
 			if err == nil {
-				err = lis.Listen(ctx)
+				err = d.takeJanitor(ctx, lis)
+			}
+			if err == nil {
+				err = lis.Listen(ctx, d.janitor.Load())
 			}
 			if err == nil {
 				d.relisen <- lis

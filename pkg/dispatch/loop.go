@@ -45,6 +45,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			// it now. Until the lock is ours again the queue is not ours
 			// either: answers are kept, nothing is claimed.
 			d.lockless = true
+			d.janitor.Store(false)
 			d.log.Error("listener connection failed; reconnecting", "err", err)
 			d.obs.Health(false)
 			d.obs.ListenerReconnect(reason(err))
@@ -182,7 +183,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 		}
 		soon(d.nextOrphans)
 	}
-	if dc.Retention > 0 {
+	if dc.Retention > 0 && d.janitor.Load() {
 		if d.expiring {
 			soon(now)
 		}

@@ -13,7 +13,7 @@ func (d *Dispatcher) startSettle() {
 		return
 	}
 	j := &l.buf
-	j.turn = queue.Turn{Settles: d.settles}
+	j.turn = queue.Turn{Settles: d.settles, Stages: d.owned, Set: d.set}
 	j.err = nil
 	d.settles, d.spare = d.spare[:0], nil
 	l.job = j
@@ -53,6 +53,9 @@ func (d *Dispatcher) movedTo(s *queue.Settled) {
 	if p := d.byName[s.Stage]; p != nil {
 		d.markMore(p)
 		return
+	}
+	if d.foreign[s.Stage] {
+		return // its owner was woken by the settle (queue.Turn.Stages)
 	}
 	if d.unknown == nil {
 		d.unknown = make(map[string]bool)

@@ -32,6 +32,9 @@ func (d *Dispatcher) vacuum(ctx context.Context, db *queue.DB, every time.Durati
 			return
 		case <-t.C:
 		}
+		if !d.janitor.Load() {
+			continue // another dispatcher vacuums
+		}
 		c, err := db.StateChurn(ctx)
 		if err == nil && float64(c.Dead) <= vacuumBase+vacuumScale*float64(c.Live) {
 			failing = false

@@ -33,7 +33,7 @@ func TestContribRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dispatcher := descNames(newDepthCollector(nil, nil, 0, nil))
+	dispatcher := descNames(newDepthCollector(nil, nil, false, 0, nil))
 	for _, f := range fams {
 		dispatcher[f.GetName()] = true
 		if f.GetType().String() == "HISTOGRAM" {

@@ -79,6 +79,7 @@ func (q *queueCounts) stages() []string {
 // status, zeros included.
 type depthCollector struct {
 	stages   []string
+	only     bool // the stages alone, not every one in the queue
 	counts   *cache[queueCounts]
 	log      *episode
 	depth    *prometheus.Desc
@@ -86,9 +87,10 @@ type depthCollector struct {
 	failures prometheus.Counter
 }
 
-func newDepthCollector(src *Source, stages []string, maxAge time.Duration, log *episode) *depthCollector {
+func newDepthCollector(src *Source, stages []string, only bool, maxAge time.Duration, log *episode) *depthCollector {
 	return &depthCollector{
 		stages: stages,
+		only:   only,
 		counts: &cache[queueCounts]{maxAge: maxAge, read: func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, src) }},
 		log:    log,
 		depth: prometheus.NewDesc("pepsi_queue_depth",
@@ -123,7 +125,11 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	d.log.ok()
 	d.failures.Collect(ch)
 	by := q.byKey()
-	for _, stage := range stageNames(d.stages, q.stages()) {
+	names := d.stages
+	if !d.only {
+		names = stageNames(d.stages, q.stages())
+	}
+	for _, stage := range names {
 		for _, st := range queue.Statuses {
 			ch <- prometheus.MustNewConstMetric(d.depth, prometheus.GaugeValue, float64(by[depthKey{stage, st}].N), stage, string(st))
 		}

@@ -20,6 +20,10 @@ type ObserverOptions struct {
 	// Stages are the configured stages: their series exist, as zeros,
 	// before anything happens to them.
 	Stages []string
+	// Only: Stages are a dispatcher's stage set, and pepsi_queue_depth
+	// carries them alone (not every stage found in the queue): several
+	// dispatchers share the database, each reporting its own stages.
+	Only bool
 	// Source is the database to count the queue in; nil: no
 	// pepsi_queue_depth.
 	Source *Source
@@ -174,7 +178,7 @@ func NewObserver(opts ObserverOptions) *Observer {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Source != nil {
 		maxAge := max(opts.MaxAge, 0)
-		m.reg.MustRegister(newDepthCollector(opts.Source, opts.Stages, maxAge, &episode{log: opts.Log, what: "counting the queue"}))
+		m.reg.MustRegister(newDepthCollector(opts.Source, opts.Stages, opts.Only, maxAge, &episode{log: opts.Log, what: "counting the queue"}))
 	}
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +47,9 @@ var ErrNotFound = errors.New("no such message")
 
 // DB is a pool of connections to a pepsi database.
 type DB struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	writer string // the statistics rows AddStats adds to
+	fence  atomic.Pointer[fence]
 }
 
 // Options are how Open sets up the pool.
@@ -58,6 +61,10 @@ type Options struct {
 	App string
 	// MaxConns caps the pool; 0 leaves pgxpool's default.
 	MaxConns int32
+	// Writer names the statistics rows AddStats adds to (the dispatcher's
+	// stage set; see SetName); "" is "*", the rows of a dispatcher that
+	// owns every stage.
+	Writer string
 }
 
 // Open connects a pool to dsn and checks that the server answers.
@@ -82,7 +89,11 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect: %w", describe(err))
 	}
-	return &DB{pool: pool}, nil
+	w := o.Writer
+	if w == "" {
+		w = AllStages
+	}
+	return &DB{pool: pool, writer: w}, nil
 }
 
 // cancelOnServer makes a cancelled context cancel the statement on the

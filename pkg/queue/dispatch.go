@@ -51,7 +51,7 @@ WITH picked AS (
             LIMIT c.cap) p
 ), upd AS (
     UPDATE pepsi.state s
-       SET status = 'running', attempts = s.attempts + 1, updated_at = now()
+       SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = 'pending'
     RETURNING s.id, s.stage
 )
@@ -248,7 +248,7 @@ WITH cur AS (
            dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
-           updated_at = now()
+           updated_at = now(), handed = NULL
       FROM cur x
      WHERE s.id = x.id AND x.status = 'running'
     RETURNING s.id, s.stage, x.handed, s.status, s.timeout
@@ -314,28 +314,35 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 	return dst, rows.Err()
 }
 
-// ResetRunning puts every running row back to pending (orphans of a
-// dispatcher that is gone) and returns how many it reset.
-func (db *DB) ResetRunning(ctx context.Context) (int64, error) {
+// ResetRunning puts every running row handed out at stages back to
+// pending (orphans of a dispatcher of those stages that is gone, wherever
+// their stage programs advanced them; no stages: every running row) and
+// returns how many it reset.
+func (db *DB) ResetRunning(ctx context.Context, stages ...string) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', updated_at = now() WHERE status = 'running'")
+		tag, err := db.execFenced(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now(), handed = NULL
+			WHERE status = 'running' AND ($1::text[] IS NULL OR `+handedAt+` = ANY($1))`, stages)
 		n = tag.RowsAffected()
 		return err
 	})
 	return n, err
 }
 
-// resumeSQL flips due paused rows to pending and returns how many, and when
-// the next paused row falls due.
+// handedAt is the stage a running row was handed out at: its owner's.
+const handedAt = "coalesce(handed, stage)"
+
+// resumeSQL flips due paused rows at the stages $1 (NULL: every stage) to
+// pending and returns how many, and when the next paused row there falls
+// due.
 const resumeSQL = `
 WITH due AS (
     UPDATE pepsi.state SET status = 'pending', timeout = NULL, updated_at = now()
-     WHERE status = 'paused' AND timeout <= now()
+     WHERE status = 'paused' AND timeout <= now() AND ($1::text[] IS NULL OR stage = ANY($1))
     RETURNING id
 )
 SELECT (SELECT count(*) FROM due),
-       (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now())`
+       (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now() AND ($1::text[] IS NULL OR stage = ANY($1)))`
 
 // NextPaused returns when the earliest paused row falls due (zero: none).
 func (db *DB) NextPaused(ctx context.Context) (time.Time, error) {

@@ -50,7 +50,7 @@ func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
 	var n int64
 	var next *time.Time
 	err := retry(ctx, func() error {
-		return db.pool.QueryRow(ctx, resumeSQL).Scan(&n, &next)
+		return db.pool.QueryRow(ctx, resumeSQL, []string(nil)).Scan(&n, &next)
 	})
 	if err != nil || next == nil {
 		return n, time.Time{}, err

@@ -132,10 +132,23 @@ func (l *Listener) WaitLock(ctx context.Context) error {
 	return err
 }
 
-// Listen records the ingress channel for the NOTIFY trigger and LISTENs on it.
-func (l *Listener) Listen(ctx context.Context) error {
-	if _, err := l.conn.Exec(ctx, "UPDATE pepsi.settings SET ingress_channel = $1 WHERE ingress_channel <> $1", l.channel); err != nil {
-		return err
+// Listen LISTENs on the ingress channel. With record (the janitor, see
+// TryJanitor) it first records the channel for the NOTIFY trigger;
+// without, the channel recorded must be this one: dispatchers that share a
+// database share one channel.
+func (l *Listener) Listen(ctx context.Context, record bool) error {
+	if record {
+		if _, err := l.conn.Exec(ctx, "UPDATE pepsi.settings SET ingress_channel = $1 WHERE ingress_channel <> $1", l.channel); err != nil {
+			return err
+		}
+	} else {
+		var recorded string
+		if err := l.conn.QueryRow(ctx, "SELECT ingress_channel FROM pepsi.settings").Scan(&recorded); err != nil {
+			return err
+		}
+		if recorded != l.channel {
+			return fmt.Errorf("INGRESS_CHANNEL %s differs from %s, the channel of the dispatcher doing the janitor's work: dispatchers that share a database must share it", l.channel, recorded)
+		}
 	}
 	_, err := l.conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize())
 	return err

@@ -125,7 +125,7 @@ func TestListenerWait(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)
 	l := dial(t, dsn, "pepsi_ingress")
-	if err := l.Listen(ctx); err != nil {
+	if err := l.Listen(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -186,7 +186,7 @@ func TestListenerWaitAfterBusy(t *testing.T) {
 	t.Parallel()
 	_, dsn, ctx := newDB(t)
 	l := dial(t, dsn, "pepsi_ingress")
-	if err := l.Listen(ctx); err != nil {
+	if err := l.Listen(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	// The session's own NOTIFY is delivered before its statement completes,
@@ -216,7 +216,7 @@ func TestListenerWaitSessionGone(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)
 	l := dial(t, dsn, "pepsi_ingress")
-	if err := l.Listen(ctx); err != nil {
+	if err := l.Listen(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

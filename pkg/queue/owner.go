@@ -2,78 +2,360 @@ package queue
 
 import (
 	"context"
-	"regexp"
-	"strconv"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// DispatcherSession is a session that holds or waits for the
-// single-dispatcher lock: the running dispatcher, or a standby.
-type DispatcherSession struct {
-	ServerPID int32  `json:"server_pid"` // the session's server process
-	Name      string `json:"name"`       // its application_name, "" when unknown
-	PID       int    `json:"pid"`        // the dispatcher's process id, from Name (0 when Name does not say)
-	Host      string `json:"host"`       // the dispatcher's host, from Name
-	// Since is when the session connected (pg_stat_activity.backend_start):
-	// for the holder, when it took the lock, unless it was a standby that
-	// waited for it first; nil when the server does not say.
-	Since *time.Time `json:"since,omitempty"`
-	// WaitingSince is when a standby began to wait (pg_locks.waitstart,
-	// PostgreSQL 14 and later); nil for the holder.
-	WaitingSince *time.Time `json:"waiting_since,omitempty"`
+// Stage ownership: each stage has at most one claiming dispatcher.
+//
+// The locks are session advisory locks held by the dispatcher's listener
+// session:
+//
+//   - one per stage, the two-int form (stageLockClass, hashtext(stage)),
+//     taken exclusive by the stage's owner. hashtext is computed by the
+//     server, so every command (the retry guard, queue summary) finds a
+//     stage's lock from its name alone. Two stage names that hash alike
+//     share a lock: that can only refuse a dispatcher, never let two own
+//     one stage (CheckStageKeys refuses such a configuration);
+//   - the database-wide lock of the single-dispatcher days (dispatcherLock,
+//     the bigint form: its objsubid differs, so it cannot meet a stage
+//     lock), taken exclusive by a dispatcher that owns every stage (no
+//     STAGES, no --stages) and shared by one with a stage set: a
+//     dispatcher without a set excludes every other one, and is refused by
+//     any running set;
+//   - the janitor lock (janitorLock), taken with a try by every dispatcher
+//     and held by the first: work that is not per stage (retention,
+//     vacuum, writing settings) is done by its holder alone.
+//
+// A set is taken whole or not at all: each lock is tried without waiting,
+// and on any refusal every advisory lock the session holds is released.
+const (
+	stageLockClass = 0x70657073       // "peps": the first key of every stage lock; the second is hashtext(stage)
+	fenceLockClass = 0x70657066       // "pepf": the stages' fence locks (pepsi.fence, a stage's takeover)
+	janitorLock    = 0x7065707369_01  // "pepsi" + 1
+	objid32        = int64(1<<32 - 1) // pg_locks shows objid unsigned
+)
+
+// OwnedError is a refusal: the stage (or, for Stage "", the database-wide
+// lock) is owned by Holder. errors.Is(err, ErrLocked) holds for it.
+type OwnedError struct {
+	Stage  string      // the first stage found owned; "" for the database-wide lock
+	Shared bool        // Stage "": the lock is held by dispatchers with stage sets
+	Holder *LockHolder // nil when the holder was gone by the time it was looked up
 }
 
-// Dispatchers is who holds the single-dispatcher lock and who waits for it.
-type Dispatchers struct {
-	Holder   *DispatcherSession  `json:"holder"`   // nil when no dispatcher runs
-	Standbys []DispatcherSession `json:"standbys"` // waiting, the longest first
+// Error says which stage is owned and by whom: "stage enrich is owned by
+// pepsi dispatch pid 812 on mx1".
+func (e *OwnedError) Error() string {
+	who := "another session"
+	if e.Holder != nil {
+		who = e.Holder.Name
+		if who == "" {
+			who = fmt.Sprintf("server pid %d", e.Holder.PID)
+		}
+	}
+	switch {
+	case e.Stage != "":
+		return fmt.Sprintf("stage %s is owned by %s", e.Stage, who)
+	case e.Shared:
+		return fmt.Sprintf("a dispatcher with a stage set runs (%s): a dispatcher without --stages would own every stage", who)
+	}
+	return fmt.Sprintf("every stage is owned by %s (a dispatcher without --stages)", who)
 }
 
-// dispatcherNameRE reads the application_name Dial gives the listener session.
-var dispatcherNameRE = regexp.MustCompile(`^pepsi dispatch pid (\d+) on (.+)$`)
+// Is makes errors.Is(err, ErrLocked) hold.
+func (e *OwnedError) Is(target error) bool { return target == ErrLocked }
 
-// dispatcherSessionsSQL lists the sessions that hold or wait for the
-// exclusive session lock of Listener (see dispatcherSQL). waitstart is
-// read through to_jsonb so that the statement also runs on PostgreSQL 13,
-// which does not have the column.
-const dispatcherSessionsSQL = `
-SELECT l.pid, l.granted, coalesce(a.application_name, ''), a.backend_start,
-       (to_jsonb(l) ->> 'waitstart')::timestamptz
+// TakeStages takes the locks of a dispatcher owning stages (all: every
+// stage, the database-wide lock exclusive; otherwise stages only, and the
+// database-wide lock shared), whole or not at all. A refusal is an
+// *OwnedError naming the first stage found owned and its holder; the
+// session then holds no advisory lock.
+//
+// A lock that is gone by the time its holder is looked up was being
+// released (a dispatcher that just stopped): the set is tried again, a few
+// times.
+//
+// Once the set is taken it takes token (the dispatcher's token lock, see
+// SetFence), and waits for every writing transaction of the stages'
+// previous owner that passed its fence to end.
+func (l *Listener) TakeStages(ctx context.Context, stages []string, all bool, token int64) error {
+	for try := 1; ; try++ {
+		oe, err := l.takeStages(ctx, stages, all)
+		if err != nil {
+			return err
+		}
+		if oe == nil {
+			return l.fenceOff(ctx, stages, token)
+		}
+		if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock_all()"); err != nil {
+			return err
+		}
+		if oe.Holder != nil || try == 5 {
+			return oe
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
+	}
+}
+
+// WaitFor blocks until the lock an *OwnedError named is free and takes it:
+// stage's lock, or for stage "" the database-wide lock (exclusive with
+// all, else shared). A standby waits so in the server's lock queue, ahead
+// of any later try (a dispatcher reconnecting after its session was ended
+// does not get its stage back before the standby). TakeStages then takes
+// the whole set; Release gives this hold back.
+func (l *Listener) WaitFor(ctx context.Context, stage string, all bool) error {
+	_, err := l.conn.Exec(ctx, l.lockSQL("pg_advisory_lock", stage, all), l.lockArgs(stage)...)
+	return err
+}
+
+// Release gives back one hold taken by WaitFor.
+func (l *Listener) Release(ctx context.Context, stage string, all bool) error {
+	_, err := l.conn.Exec(ctx, l.lockSQL("pg_advisory_unlock", stage, all), l.lockArgs(stage)...)
+	return err
+}
+
+func (l *Listener) lockSQL(fn, stage string, all bool) string {
+	if stage != "" {
+		return "SELECT " + fn + "($1, hashtext($2))"
+	}
+	if !all {
+		fn += "_shared"
+	}
+	return "SELECT " + fn + "($1)"
+}
+
+func (l *Listener) lockArgs(stage string) []any {
+	if stage != "" {
+		return []any{int32(stageLockClass), stage}
+	}
+	return []any{int64(dispatcherLock)}
+}
+
+// fenceOff takes token and waits for the old owners' fenced transactions.
+func (l *Listener) fenceOff(ctx context.Context, stages []string, token int64) error {
+	if token != 0 {
+		if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock($1)", token); err != nil {
+			return err
+		}
+	}
+	if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock($2, hashtext(s)) FROM unnest($1::text[]) s", stages, int32(fenceLockClass)); err != nil {
+		return err
+	}
+	_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($2, hashtext(s)) FROM unnest($1::text[]) s", stages, int32(fenceLockClass))
+	return err
+}
+
+// NewToken returns a dispatcher's token lock key: random, and never one of
+// pepsi's other keys (its top 16 bits are "pe", theirs are 0).
+func NewToken() int64 { return 0x7065<<48 | rand.Int64N(1<<48) }
+
+// fence is what a dispatcher's writing transactions check first.
+type fence struct {
+	token  int64
+	stages []string
+}
+
+// fenceSQL fails unless the session holding the token lock lives; it
+// takes the stages' fence locks shared for the transaction (see
+// sql/006_stage_sets.sql).
+const fenceSQL = "SELECT pepsi.fence($1, $2)"
+
+// SetFence makes every queue write of the dispatcher's (RunTurn,
+// ResetRunning, ResetOrphans, ExpireDone, SetArmed) run in one transaction
+// after pepsi.fence(token, stages): once the lock session that holds token
+// is gone, they fail (IsFenced) and change nothing. The statistics are not
+// fenced: they count what the dispatcher did, and each set's rows are its
+// own.
+func (db *DB) SetFence(token int64, stages []string) {
+	db.fence.Store(&fence{token: token, stages: stages})
+}
+
+// IsFenced reports whether err is pepsi.fence's: the dispatcher's lock
+// session is gone.
+func IsFenced(err error) bool {
+	code, _ := SQLState(err)
+	return code == "55P03"
+}
+
+// execFenced runs sql after the fence, in one transaction.
+func (db *DB) execFenced(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := db.fenced(ctx, sql, args, func(r pgx.Row) error { return nil }, &tag)
+	return tag, err
+}
+
+// queryRowFenced runs sql after the fence, in one transaction, and scans
+// its one row into dst.
+func (db *DB) queryRowFenced(ctx context.Context, sql string, args []any, dst ...any) error {
+	return db.fenced(ctx, sql, args, func(r pgx.Row) error { return r.Scan(dst...) }, nil)
+}
+
+// fenced runs sql after the fence (without one when none is set): its
+// command tag goes to tag when that is set, else its row to scan.
+func (db *DB) fenced(ctx context.Context, sql string, args []any, scan func(pgx.Row) error, tag *pgconn.CommandTag) error {
+	f := db.fence.Load()
+	b := &pgx.Batch{}
+	if f != nil {
+		b.Queue(fenceSQL, f.token, f.stages)
+	}
+	b.Queue(sql, args...)
+	br := db.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if f != nil {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	var err error
+	if tag != nil {
+		*tag, err = br.Exec()
+	} else {
+		err = scan(br.QueryRow())
+	}
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// takeStages tries each lock once; a refusal is returned, not released.
+func (l *Listener) takeStages(ctx context.Context, stages []string, all bool) (*OwnedError, error) {
+	// The stages first: a refusal names the stage, which says more than
+	// the database-wide lock.
+	var owned *string
+	err := l.conn.QueryRow(ctx, `SELECT s FROM unnest($1::text[]) WITH ORDINALITY AS u(s, n)
+		WHERE NOT pg_try_advisory_lock($2, hashtext(s)) ORDER BY n LIMIT 1`, stages, int32(stageLockClass)).Scan(&owned)
+	if err != nil && !isNoRows(err) {
+		return nil, err
+	}
+	if owned != nil {
+		h, err := l.stageHolder(ctx, *owned)
+		return &OwnedError{Stage: *owned, Holder: h}, err
+	}
+	fn := "pg_try_advisory_lock_shared"
+	if all {
+		fn = "pg_try_advisory_lock"
+	}
+	var ok bool
+	if err := l.conn.QueryRow(ctx, "SELECT "+fn+"($1)", int64(dispatcherLock)).Scan(&ok); err != nil {
+		return nil, err
+	}
+	if ok {
+		return nil, nil
+	}
+	// all: someone holds it, exclusive or shared; otherwise exclusive.
+	h, shared, err := l.globalHolder(ctx)
+	return &OwnedError{Shared: shared, Holder: h}, err
+}
+
+// stageHolderSQL finds the session that owns a stage: the exclusive
+// session lock (stageLockClass, hashtext(stage)).
+const stageHolderSQL = `
+SELECT l.pid, coalesce(a.application_name, '')
   FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
- WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND l.objsubid = 1
+ WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 2
    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1
- ORDER BY l.granted DESC, 5 NULLS LAST, a.backend_start, l.pid`
+   AND l.classid::bigint = $1 AND l.objid::bigint = hashtext($2)::bigint & $3
+ LIMIT 1`
 
-// DispatcherSessions returns the session that holds the single-dispatcher
-// lock and those that wait for it (dispatchers started with --standby).
-func (db *DB) DispatcherSessions(ctx context.Context) (Dispatchers, error) {
-	rows, err := db.pool.Query(ctx, dispatcherSessionsSQL, int64(dispatcherLock))
-	if err != nil {
-		return Dispatchers{}, err
+func (l *Listener) stageHolder(ctx context.Context, stage string) (*LockHolder, error) {
+	var h LockHolder
+	err := l.conn.QueryRow(ctx, stageHolderSQL, int64(stageLockClass), stage, objid32).Scan(&h.PID, &h.Name)
+	if isNoRows(err) {
+		return nil, nil
 	}
-	out := Dispatchers{Standbys: []DispatcherSession{}}
-	var s DispatcherSession
-	var granted bool
-	_, err = pgx.ForEachRow(rows, []any{&s.ServerPID, &granted, &s.Name, &s.Since, &s.WaitingSince}, func() error {
-		x := s
-		s.Since, s.WaitingSince = nil, nil // scanned afresh, not into x's
-		if m := dispatcherNameRE.FindStringSubmatch(x.Name); m != nil {
-			x.PID, _ = strconv.Atoi(m[1])
-			x.Host = m[2]
-		}
-		if granted && out.Holder == nil {
-			x.WaitingSince = nil
-			out.Holder = &x
-		} else if !granted {
-			out.Standbys = append(out.Standbys, x)
-		}
-		return nil
-	})
 	if err != nil {
-		return Dispatchers{}, err
+		return nil, err
 	}
-	return out, nil
+	return &h, nil
 }
+
+// globalHolder finds a dispatcher holding the database-wide lock, and
+// whether it holds it shared (a dispatcher with a stage set).
+func (l *Listener) globalHolder(ctx context.Context) (*LockHolder, bool, error) {
+	var h LockHolder
+	var mode string
+	err := l.conn.QueryRow(ctx, holderSQL, int64(dispatcherLock)).Scan(&h.PID, &h.Name, &mode)
+	if isNoRows(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &h, mode != "ExclusiveLock", nil
+}
+
+// TryJanitor takes the janitor lock if no other dispatcher holds it, and
+// reports whether it did.
+func (l *Listener) TryJanitor(ctx context.Context) (bool, error) {
+	var ok bool
+	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(janitorLock)).Scan(&ok)
+	return ok, err
+}
+
+// StageKeyClash returns two of the stages whose locks would be one (their
+// names hash alike), or "" and "" when all differ.
+func (l *Listener) StageKeyClash(ctx context.Context, stages []string) (string, string, error) {
+	var a, b *string
+	err := l.conn.QueryRow(ctx, `SELECT min(s), max(s) FROM unnest($1::text[]) s
+		GROUP BY hashtext(s) HAVING count(DISTINCT s) > 1 LIMIT 1`, stages).Scan(&a, &b)
+	if isNoRows(err) || a == nil {
+		return "", "", nil
+	}
+	return *a, *b, err
+}
+
+// Owner is the dispatcher that owns a stage, as pg_locks shows it.
+type Owner struct {
+	Stage  string
+	Holder LockHolder
+}
+
+// ownersSQL finds each stage's owner: the holder of the stage's exclusive
+// lock, or of the database-wide lock exclusive (a dispatcher without a
+// stage set: it owns the stages of its configuration, and none other can
+// run).
+const ownersSQL = `
+WITH locks AS (
+    SELECT l.pid, l.classid::bigint AS classid, l.objid::bigint AS objid, l.objsubid, coalesce(a.application_name, '') AS app
+      FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock'
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+SELECT s, coalesce(st.pid, g.pid), coalesce(st.app, g.app)
+  FROM unnest($1::text[]) s
+  LEFT JOIN LATERAL (SELECT pid, app FROM locks
+                      WHERE objsubid = 2 AND classid = $2 AND objid = hashtext(s)::bigint & $3 LIMIT 1) st ON true
+  LEFT JOIN LATERAL (SELECT pid, app FROM locks
+                      WHERE objsubid = 1 AND ((classid << 32) | objid) = $4 LIMIT 1) g ON true
+ WHERE coalesce(st.pid, g.pid) IS NOT NULL`
+
+// Owners returns the owner of each of stages that has one.
+func (db *DB) Owners(ctx context.Context, stages []string) (map[string]LockHolder, error) {
+	rows, err := db.pool.Query(ctx, ownersSQL, stages, int64(stageLockClass), objid32, int64(dispatcherLock))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]LockHolder)
+	for rows.Next() {
+		var o Owner
+		if err := rows.Scan(&o.Stage, &o.Holder.PID, &o.Holder.Name); err != nil {
+			return nil, err
+		}
+		out[o.Stage] = o.Holder
+	}
+	return out, rows.Err()
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -12,19 +12,24 @@ import (
 // Queue repair for administrators: Redrive puts messages back to pending,
 // Purge deletes them. Neither touches a row a running dispatcher holds.
 //
-// A running row belongs to the dispatcher that claimed it, as long as that
-// dispatcher runs: one of its workers may be processing the message. Rows
-// that are running while no dispatcher runs are orphans (the next
-// dispatcher resets them at start) and may be repaired. "No dispatcher
-// runs" is decided per transaction by taking the single-dispatcher lock
-// shared for the transaction (pg_try_advisory_xact_lock_shared): it fails
-// while a dispatcher holds the lock, and while it is held no dispatcher can
-// start (it would find the lock taken and refuse, or in standby wait), so
-// that a dispatcher cannot start and claim rows between the check and the
-// change. The lock is taken only by transactions that may touch running
-// rows. Rows of every other status are never held: the dispatcher's own
-// writes to them (claiming pending rows, resuming paused ones, deleting old
-// done ones) are guarded by their status, as every change here is.
+// A running row belongs to the dispatcher that owns the stage it was
+// handed out at (pepsi.state.handed, else its stage), as long as that
+// dispatcher runs: one of its workers may be processing the message.
+// Rows that are running at a stage no dispatcher owns are orphans (the
+// stage's next dispatcher resets them at start) and may be repaired. "No
+// dispatcher owns the stage" is decided per row and transaction by taking
+// the stage's lock shared for the transaction
+// (pg_try_advisory_xact_lock_shared(stageLockClass, hashtext(stage))): it
+// fails while a dispatcher owns the stage, and while it is held no
+// dispatcher can take the stage (it would find the lock taken and refuse,
+// or in standby wait), so that a dispatcher cannot start and claim rows
+// between the check and the change. The database-wide lock is taken shared
+// for the transaction too: it fails while a dispatcher without a stage set
+// runs, which owns every stage. The locks are taken only by transactions
+// that may touch running rows. Rows of every other status are never held:
+// the dispatcher's own writes to them (claiming pending rows, resuming
+// paused ones, deleting old done ones) are guarded by their status, as
+// every change here is.
 
 // DefaultBatch is how many rows Redrive and Purge change per transaction.
 const DefaultBatch = 10000
@@ -97,19 +102,35 @@ type selection struct {
 
 const (
 	// takeShared succeeds, and holds until the transaction ends, unless a
-	// dispatcher holds the single-dispatcher lock.
+	// dispatcher without a stage set holds the database-wide lock.
 	takeSharedSQL = `SELECT pg_try_advisory_xact_lock_shared($1)`
+
+	// freeStage holds for a running row whose stage no dispatcher owns,
+	// and keeps it so until the transaction ends.
+	freeStage = `pg_try_advisory_xact_lock_shared(1885696115, hashtext(coalesce(handed, stage)))` // stageLockClass, handedAt
 
 	// batchSQL locks the next batch of matching rows in id order. Under READ
 	// COMMITTED a row changed meanwhile is re-checked once unlocked and
 	// dropped if it no longer matches; LIMIT counts the rows locked.
+	// Running rows are taken only at stages no dispatcher owns.
 	batchSQL = `
 SELECT id FROM pepsi.state
  WHERE status = ANY($1::text[]) AND ($2::text = '' OR stage = $2)
    AND updated_at <= now() - $3::interval AND id > $4
    AND ($6::text = '' OR ` + reasonSQL + ` = $6)
+   AND (status <> 'running' OR ` + freeStage + `)
  ORDER BY id LIMIT $5
    FOR UPDATE`
+
+	// heldSQL counts the running rows of a selection (its stage, age and
+	// failure group) at stages a dispatcher owns ($3: every stage), and
+	// names one such stage.
+	heldSQL = `
+SELECT count(*), min(coalesce(handed, stage)) FROM pepsi.state
+ WHERE status = 'running' AND ($1::text = '' OR stage = $1)
+   AND updated_at <= now() - $2::interval
+   AND ($4::text = '' OR ` + reasonSQL + ` = $4)
+   AND ($3 OR NOT ` + freeStage + `)`
 
 	countSQL = `
 SELECT count(*) FROM pepsi.state
@@ -118,12 +139,14 @@ SELECT count(*) FROM pepsi.state
    AND ($4::text = '' OR ` + reasonSQL + ` = $4)`
 
 	// redriveSQL puts rows back to pending with a clean slate: no timeout,
-	// no attempts, no errors (list them first to keep them).
+	// no attempts, no errors (list them first to keep them). Running rows
+	// only at stages no dispatcher owns.
 	redriveSQL = `
 UPDATE pepsi.state
-   SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL,
+   SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL, handed = NULL,
        attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now()
- WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])`
+ WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])
+   AND (status <> 'running' OR ` + freeStage + `)`
 
 	// notifySQL wakes a running dispatcher (delivered at commit).
 	notifySQL = `SELECT pg_notify((SELECT ingress_channel FROM pepsi.settings), '')`
@@ -165,8 +188,9 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var res Repair
+	var heldAt string // a stage of the held rows
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		res = Repair{}
+		res, heldAt = Repair{}, ""
 		rows, err := tx.Query(ctx, "SELECT id, status FROM pepsi.state WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
 		if err != nil {
 			return err
@@ -216,6 +240,11 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 			return err
 		}
 		res.Changed = tag.RowsAffected()
+		if running > 0 && res.Held == 0 {
+			if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(min(coalesce(handed, stage)), '') FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).Scan(&res.Held, &heldAt); err != nil {
+				return err
+			}
+		}
 		if res.Changed > 0 {
 			_, err = tx.Exec(ctx, notifySQL)
 		}
@@ -224,7 +253,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 	if err != nil {
 		return Repair{}, err
 	}
-	return res, db.holder(ctx, &res)
+	return res, db.holder(ctx, &res, heldAt)
 }
 
 // Purge deletes messages of one status (and stage, and age) in batches,
@@ -294,12 +323,30 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 			sel.progress(res.Changed)
 		}
 	}
-	if held {
-		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan, sel.reason).Scan(&res.Held); err != nil {
+	if slices.Contains(sel.statuses, Running) {
+		n, stage, err := db.held(ctx, sel, held)
+		if err != nil {
 			return res, err
 		}
+		res.Held = n
+		return res, db.holder(ctx, &res, stage)
 	}
-	return res, db.holder(ctx, &res)
+	return res, nil
+}
+
+// held counts the running rows of sel at stages a dispatcher owns (all:
+// every one, a dispatcher without a stage set runs), and names one of
+// those stages.
+func (db *DB) held(ctx context.Context, sel selection, all bool) (int64, string, error) {
+	var n int64
+	var stage *string
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, heldSQL, sel.stage, sel.olderThan, all, sel.reason).Scan(&n, &stage)
+	})
+	if stage == nil {
+		return n, "", err
+	}
+	return n, *stage, err
 }
 
 // count is a dry run of batches.
@@ -309,28 +356,47 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	if err != nil {
 		return res, err
 	}
-	sts := sel.statuses
-	if d != nil && slices.Contains(sts, Running) {
-		sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
-		if err := db.pool.QueryRow(ctx, countSQL, statusText([]Status{Running}), sel.stage, sel.olderThan, sel.reason).Scan(&res.Held); err != nil {
+	if len(sel.statuses) > 0 {
+		if err := db.pool.QueryRow(ctx, countSQL, statusText(sel.statuses), sel.stage, sel.olderThan, sel.reason).Scan(&res.Changed); err != nil {
 			return res, err
 		}
 	}
-	if len(sts) > 0 {
-		if err := db.pool.QueryRow(ctx, countSQL, statusText(sts), sel.stage, sel.olderThan, sel.reason).Scan(&res.Changed); err != nil {
+	if d != nil && slices.Contains(sel.statuses, Running) {
+		// all: a dispatcher without a stage set runs (it holds the
+		// database-wide lock exclusive); else only the owned stages' rows.
+		var all bool
+		if err := db.inTx(ctx, func(tx pgx.Tx) error {
+			free, err := takeShared(ctx, tx)
+			all = !free
+			return err
+		}); err != nil {
 			return res, err
 		}
-	}
-	if res.Held > 0 {
-		res.Holder = d
+		var stage string
+		if res.Held, stage, err = db.held(ctx, sel, all); err != nil {
+			return res, err
+		}
+		res.Changed -= res.Held
+		return res, db.holder(ctx, &res, stage)
 	}
 	return res, nil
 }
 
-// holder fills in the dispatcher that holds res.Held rows.
-func (db *DB) holder(ctx context.Context, res *Repair) error {
+// holder fills in the dispatcher that holds res.Held rows: the owner of
+// stage, one of their stages, or else one that runs.
+func (db *DB) holder(ctx context.Context, res *Repair, stage string) error {
 	if res.Held == 0 {
 		return nil
+	}
+	if stage != "" {
+		owners, err := db.Owners(ctx, []string{stage})
+		if err != nil {
+			return err
+		}
+		if o, ok := owners[stage]; ok {
+			res.Holder = &o
+			return nil
+		}
 	}
 	d, err := db.LockHolder(ctx)
 	if err != nil {
@@ -341,6 +407,25 @@ func (db *DB) holder(ctx context.Context, res *Repair) error {
 	}
 	res.Holder = d
 	return nil
+}
+
+// RunningOwner returns the dispatcher that holds running message id, the
+// owner of the stage it was handed out at (as Redrive decides); nil when
+// the message is not running or no dispatcher owns that stage.
+func (db *DB) RunningOwner(ctx context.Context, id int64) (*LockHolder, error) {
+	var stage string
+	err := db.pool.QueryRow(ctx, "SELECT "+handedAt+" FROM pepsi.state WHERE id = $1 AND status = 'running'", id).Scan(&stage)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	owners, err := db.Owners(ctx, []string{stage})
+	if o, ok := owners[stage]; ok && err == nil {
+		return &o, nil
+	}
+	return nil, err
 }
 
 // takeShared takes the single-dispatcher lock shared for the transaction,

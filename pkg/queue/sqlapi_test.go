@@ -249,7 +249,7 @@ func TestIngressNotify(t *testing.T) {
 	// While the wake flag is off (a busy dispatcher polls) nothing
 	// notifies; with it on again, or with its row gone (the table is
 	// unlogged: a crash empties it), every statement does.
-	if err := db.SetArmed(ctx, false); err != nil {
+	if err := db.SetArmed(ctx, "", false); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -261,7 +261,7 @@ func TestIngressNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectOnly(t, db, conn, "pepsi_ingress", 0)
-	if err := db.SetArmed(ctx, true); err != nil {
+	if err := db.SetArmed(ctx, "", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
@@ -273,14 +273,14 @@ func TestIngressNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectOnly(t, db, conn, "pepsi_ingress", 1)
-	if err := db.SetArmed(ctx, false); err != nil {
+	if err := db.SetArmed(ctx, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectOnly(t, db, conn, "pepsi_ingress", 0)
-	if err := db.SetArmed(ctx, true); err != nil {
+	if err := db.SetArmed(ctx, "", true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -290,7 +290,7 @@ func TestIngressNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close(ctx)
-	if err := l.Listen(ctx); err != nil {
+	if err := l.Listen(ctx, true); err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
 	var channel string

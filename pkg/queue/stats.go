@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,10 +46,30 @@ func (d *DispatchStats) IsZero() bool {
 		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0 && d.Expired == 0
 }
 
+// AllStages is the name of the set of a dispatcher that owns every stage,
+// in the statistics and wake rows.
+const AllStages = "*"
+
+// SetName is the name of a dispatcher's stage set in the statistics and
+// wake rows: its stages, sorted, joined by commas; AllStages for nil. A
+// standby of the same set writes the same rows.
+func SetName(stages []string) string {
+	if stages == nil {
+		return AllStages
+	}
+	s := slices.Clone(stages)
+	slices.Sort(s)
+	return strings.Join(s, ",")
+}
+
+// The statistics rows are per stage and writer (the dispatcher set that
+// counted them), and the global row per writer: each row has one writer
+// (the set's dispatcher, or its standby once it has taken over), and
+// readers add them up.
 const addStageStatsSQL = `
-INSERT INTO pepsi.stage_stats AS t (stage, processed, failed, timeouts, crashes, busy_seconds)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
-ON CONFLICT (stage) DO UPDATE SET
+INSERT INTO pepsi.stage_stats AS t (dispatcher, stage, processed, failed, timeouts, crashes, busy_seconds)
+SELECT $7, * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
+ON CONFLICT (stage, dispatcher) DO UPDATE SET
     processed    = t.processed + EXCLUDED.processed,
     failed       = t.failed + EXCLUDED.failed,
     timeouts     = t.timeouts + EXCLUDED.timeouts,
@@ -56,12 +78,15 @@ ON CONFLICT (stage) DO UPDATE SET
     updated_at   = now()`
 
 const addDispatchStatsSQL = `
-UPDATE pepsi.dispatch_stats SET
-    claimed = claimed + $1, stage_passes = stage_passes + $2, requeued = requeued + $3,
-    done = done + $4, failed = failed + $5, paused = paused + $6, resumed = resumed + $7,
-    reset = reset + $8, orphans = orphans + $9, expired = expired + $10, updated_at = now()`
+INSERT INTO pepsi.dispatch_stats AS t (dispatcher, claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired)
+VALUES ($11, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (dispatcher) DO UPDATE SET
+    claimed = t.claimed + $1, stage_passes = t.stage_passes + $2, requeued = t.requeued + $3,
+    done = t.done + $4, failed = t.failed + $5, paused = t.paused + $6, resumed = t.resumed + $7,
+    reset = t.reset + $8, orphans = t.orphans + $9, expired = t.expired + $10, updated_at = now()`
 
-// AddStats adds the deltas to the statistics tables in one transaction.
+// AddStats adds the deltas to the statistics tables in one transaction, to
+// the rows of the pool's writer (Options.Writer).
 // Stages with zero deltas are skipped; nothing is written when all are zero.
 func (db *DB) AddStats(ctx context.Context, stages []StageStats, d DispatchStats) error {
 	var names []string
@@ -85,20 +110,22 @@ func (db *DB) AddStats(ctx context.Context, stages []StageStats, d DispatchStats
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		if len(names) > 0 {
-			b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy)
+			b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy, db.writer)
 		}
 		if !d.IsZero() {
-			b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired)
+			b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 }
 
-// ReadStats returns every stage's totals (by name) and the global totals.
+// ReadStats returns every stage's totals (by name) and the global totals,
+// each the sum of every writer's rows.
 func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error) {
 	var d DispatchStats
-	rows, err := db.pool.Query(ctx, `SELECT stage, processed, failed, timeouts, crashes, busy_seconds, updated_at
-		FROM pepsi.stage_stats ORDER BY stage`)
+	rows, err := db.pool.Query(ctx, `SELECT stage, sum(processed)::bigint, sum(failed)::bigint, sum(timeouts)::bigint,
+		sum(crashes)::bigint, sum(busy_seconds), max(updated_at)
+		FROM pepsi.stage_stats GROUP BY stage ORDER BY stage`)
 	if err != nil {
 		return nil, d, err
 	}
@@ -110,7 +137,10 @@ func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error
 	if err != nil {
 		return nil, d, err
 	}
-	err = db.pool.QueryRow(ctx, `SELECT claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, updated_at
+	err = db.pool.QueryRow(ctx, `SELECT coalesce(sum(claimed), 0)::bigint, coalesce(sum(stage_passes), 0)::bigint,
+		coalesce(sum(requeued), 0)::bigint, coalesce(sum(done), 0)::bigint, coalesce(sum(failed), 0)::bigint,
+		coalesce(sum(paused), 0)::bigint, coalesce(sum(resumed), 0)::bigint, coalesce(sum(reset), 0)::bigint,
+		coalesce(sum(orphans), 0)::bigint, coalesce(sum(expired), 0)::bigint, coalesce(max(updated_at), now())
 		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed, &d.Reset, &d.Orphans, &d.Expired, &d.UpdatedAt)
 	return stages, d, err
 }

@@ -8,15 +8,18 @@ import (
 // ResetOrphans puts running rows that are not in held, and were last
 // updated longer ago than olderThan, back to pending: rows a dispatcher
 // claimed but lost track of (a claim whose answer was lost with its
-// connection, a dispatcher killed outright).
-func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Duration) (int64, error) {
+// connection, a dispatcher killed outright). With stages, only rows handed
+// out at those stages are reset (a dispatcher with a stage set sweeps its
+// own).
+func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Duration, stages ...string) (int64, error) {
 	if held == nil {
 		held = []int64{}
 	}
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.pool.Exec(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now()
-			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))`, held, olderThan)
+		tag, err := db.execFenced(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now(), handed = NULL
+			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
+			  AND ($3::text[] IS NULL OR `+handedAt+` = ANY($3))`, held, olderThan, stages)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -29,7 +32,7 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 func (db *DB) ExpireDone(ctx context.Context, after int64, olderThan time.Duration, batch int) (last, deleted int64, err error) {
 	err = retry(ctx, func() error {
 		var lastp *int64
-		err := db.pool.QueryRow(ctx, `
+		err := db.queryRowFenced(ctx, `
 WITH batch AS (
     SELECT id, status, updated_at FROM pepsi.state WHERE id > $1 ORDER BY id LIMIT $3
 ), del AS (
@@ -37,7 +40,7 @@ WITH batch AS (
      WHERE m.id = b.id AND b.status = 'done' AND b.updated_at <= now() - $2::interval
     RETURNING m.id
 )
-SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM del)`, after, olderThan, batch).Scan(&lastp, &deleted)
+SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM del)`, []any{after, olderThan, batch}, &lastp, &deleted)
 		if lastp != nil {
 			last = *lastp
 		}

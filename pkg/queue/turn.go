@@ -12,8 +12,14 @@ import (
 // paused rows, settle verdicts, read the snapshot horizon, claim. Each part
 // is optional.
 type Turn struct {
-	Arm      Arm // the wake flag to write; ArmKeep: none
-	Resume   bool
+	Arm    Arm // the wake flag to write; ArmKeep: none
+	Resume bool
+	// Stages are the stages the dispatcher owns (nil: every stage): Resume
+	// flips paused rows there only, and a settle that leaves rows pending
+	// at any other stage notifies on the ingress channel (while a
+	// dispatcher is armed), so that their owner claims them at once.
+	Stages   []string
+	Set      string // the dispatcher's set (SetName): the wake row Arm writes
 	Settles  []Settle
 	Snapshot bool // read the horizon of a snapshot taken just before the claim
 	Caps     []StageCap
@@ -46,39 +52,67 @@ type TurnResult struct {
 
 // armSQL writes the wake flag; the row is made again if it is gone (the
 // table is unlogged: a crash empties it).
-const armSQL = `INSERT INTO pepsi.wake (armed) VALUES ($1)
-    ON CONFLICT (one) DO UPDATE SET armed = excluded.armed WHERE pepsi.wake.armed <> excluded.armed`
+// Each dispatcher set has its own row; producers notify while any is armed.
+const armSQL = `INSERT INTO pepsi.wake (dispatcher, armed) VALUES ($2, $1)
+    ON CONFLICT (dispatcher) DO UPDATE SET armed = excluded.armed WHERE pepsi.wake.armed <> excluded.armed`
+
+// foreignSQL wakes the other dispatchers when the settle just made left
+// rows pending at a stage this one does not own; it runs after the settle,
+// in its transaction, so the notification is delivered at its commit. It
+// notifies only while some dispatcher is armed: one that is not polls.
+const foreignSQL = `SELECT pg_notify(s.ingress_channel, '') FROM pepsi.settings s
+ WHERE pepsi.armed() AND EXISTS (SELECT 1 FROM pepsi.state t
+        WHERE t.id = ANY($1::bigint[]) AND t.status = 'pending' AND NOT (t.stage = ANY($2::text[])))`
 
 // snapshotSQL reads the horizon of a fresh snapshot (see TurnResult.Xmin).
 const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint FROM pg_current_snapshot() s`
 
-// SetArmed writes the wake flag on its own.
-func (db *DB) SetArmed(ctx context.Context, on bool) error {
+// SetArmed writes set's wake flag on its own.
+func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
+	if set == "" {
+		set = AllStages
+	}
 	return retry(ctx, func() error {
-		_, err := db.pool.Exec(ctx, armSQL, on)
+		_, err := db.execFenced(ctx, armSQL, on, set)
 		return err
 	})
 }
 
-// RunTurn sends t as one batch and fills res.
+// RunTurn sends t as one batch (one transaction, after the fence: see
+// SetFence) and fills res.
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claim, hasClaim := claimArgs(t.Caps)
 	var settle []any
+	var foreign []int64
 	if len(t.Settles) > 0 {
 		settle = settleArgs(t.Settles)
+		if t.Stages != nil {
+			foreign = settle[0].([]int64)
+		}
+	}
+	set := t.Set
+	if set == "" {
+		set = AllStages
 	}
 	return retry(ctx, func() error {
 		res.Resumed, res.NextPaused, res.Xmin, res.Xmax = 0, time.Time{}, 0, 0
 		res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
 		b := &pgx.Batch{}
+		f := db.fence.Load()
+		if f != nil {
+			b.Queue(fenceSQL, f.token, f.stages)
+		}
 		if t.Arm != ArmKeep {
-			b.Queue(armSQL, t.Arm == ArmOn)
+			b.Queue(armSQL, t.Arm == ArmOn, set)
 		}
 		if t.Resume {
-			b.Queue(resumeSQL)
+			b.Queue(resumeSQL, t.Stages)
 		}
 		if settle != nil {
 			b.Queue(settleSQL, settle...)
+		}
+		if foreign != nil {
+			b.Queue(foreignSQL, foreign, t.Stages)
 		}
 		if t.Snapshot {
 			b.Queue(snapshotSQL)
@@ -86,12 +120,17 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if hasClaim {
 			b.Queue(claimSQL, claim...)
 		}
-		if b.Len() == 0 {
+		if b.Len() == 0 || (f != nil && b.Len() == 1) {
 			return nil
 		}
 		br := db.pool.SendBatch(ctx, b)
 		defer br.Close()
 		var err error
+		if f != nil {
+			if _, err = br.Exec(); err != nil {
+				return err
+			}
+		}
 		if t.Arm != ArmKeep {
 			if _, err = br.Exec(); err != nil {
 				return err
@@ -109,6 +148,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if settle != nil {
 			rows, err := br.Query()
 			if res.Settled, err = scanSettled(rows, err, res.Settled); err != nil {
+				return err
+			}
+		}
+		if foreign != nil {
+			if _, err = br.Exec(); err != nil {
 				return err
 			}
 		}

@@ -249,8 +249,8 @@ func report(ctx context.Context, which string) error {
 	case "stats":
 		fmt.Fprintln(w, "STAGE\tPROCESSED\tFAILED\tTIMEOUTS\tCRASHES\tBUSY SECONDS\t")
 		rows, err = conn.Query(ctx, `
-			SELECT stage, processed, failed, timeouts, crashes, round(busy_seconds::numeric, 1)
-			  FROM pepsi.stage_stats ORDER BY stage`)
+			SELECT stage, sum(processed)::bigint, sum(failed)::bigint, sum(timeouts)::bigint, sum(crashes)::bigint, round(sum(busy_seconds)::numeric, 1)
+			  FROM pepsi.stage_stats GROUP BY stage ORDER BY stage`)
 	case "totals":
 		return totals(ctx, conn)
 	}
@@ -281,7 +281,7 @@ func totals(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	var paused, redelivered int64
-	if err := conn.QueryRow(ctx, "SELECT paused FROM pepsi.dispatch_stats").Scan(&paused); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT coalesce(sum(paused), 0)::bigint FROM pepsi.dispatch_stats").Scan(&paused); err != nil {
 		return err
 	}
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM demo.orders WHERE tries > 1 AND delivered_at IS NOT NULL").Scan(&redelivered); err != nil {

@@ -1,0 +1,125 @@
+package queue_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// TestMigrateStageSets: 006 upgrades a populated version-5 database in
+// place: the messages untouched, the statistics kept as the rows of the
+// dispatcher of every stage ("*"), the wake flag per set. PEPSI_TEST_
+// MIGRATE_ROWS sets how many messages (default 10 000; the note's figure
+// is for 1 000 000).
+func TestMigrateStageSets(t *testing.T) {
+	ctx, dsn := testCtx(t), pgtest.Empty(t)
+	conn, known := connect(t, dsn), migrations(t)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA pepsi; CREATE TABLE pepsi.schema_migration (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range known[:5] {
+		if _, err := conn.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%03d: %v", m.Version, err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO pepsi.schema_migration (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := 10000
+	if s := os.Getenv("PEPSI_TEST_MIGRATE_ROWS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = n
+	}
+	for _, q := range []string{
+		"INSERT INTO pepsi.message (id, payload) SELECT g, 'x' FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
+		"INSERT INTO pepsi.state (id, stage, status) SELECT g, 'a', CASE WHEN g % 2 = 0 THEN 'done' ELSE 'pending' END FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
+		"INSERT INTO pepsi.stage_stats (stage, processed, failed) VALUES ('a', 7, 1), ('b', 3, 0)",
+		"UPDATE pepsi.dispatch_stats SET claimed = 9, done = 5, failed = 1, requeued = 3",
+		"UPDATE pepsi.wake SET armed = false",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var err error
+	start := time.Now()
+	applied, err := queue.Migrate(ctx, conn)
+	if err != nil || len(applied) != len(known)-5 {
+		t.Fatalf("Migrate = %v, %v", applied, err)
+	}
+	t.Logf("006 on a database of %d messages: %v", rows, time.Since(start).Round(time.Millisecond))
+
+	db, err := queue.Open(ctx, dsn, queue.Options{App: pgtest.App})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stages, g, err := db.ReadStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stages) != 2 || stages[0].Processed != 7 || stages[0].Failed != 1 || stages[1].Processed != 3 ||
+		g.Claimed != 9 || g.Done != 5 || g.Failed != 1 || g.Requeued != 3 {
+		t.Errorf("statistics after 006: %+v, %+v", stages, g)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pepsi.state s JOIN pepsi.message m USING (id)").Scan(&n); err != nil || n != int64(rows) {
+		t.Errorf("%d messages after 006 (%v), want %d", n, err, rows)
+	}
+	// Another set's rows add up with the old ones.
+	sets, err := queue.Open(ctx, dsn, queue.Options{App: pgtest.App, Writer: queue.SetName([]string{"b"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sets.Close()
+	if err := sets.AddStats(ctx, []queue.StageStats{{Stage: "b", Processed: 2}}, queue.DispatchStats{Claimed: 2, Done: 2}); err != nil {
+		t.Fatal(err)
+	}
+	stages, g, err = db.ReadStats(ctx)
+	if err != nil || stages[1].Processed != 5 || g.Done != 7 || g.Claimed != 11 {
+		t.Errorf("statistics with a set's rows: %+v, %+v, %v", stages, g, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pepsi.dispatch_stats").Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d dispatch_stats rows (%v), want 2 (every stage's, and set b's)", n, err)
+	}
+	// The wake flag: empty reads as armed; any armed set makes producers notify.
+	var armed bool
+	if err := conn.QueryRow(ctx, "SELECT pepsi.armed()").Scan(&armed); err != nil || !armed {
+		t.Errorf("pepsi.armed() on the new empty table = %v, %v; want true", armed, err)
+	}
+	for _, w := range []struct {
+		set string
+		on  bool
+	}{{"a", false}, {"b", false}} {
+		if err := db.SetArmed(ctx, w.set, w.on); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := conn.QueryRow(ctx, "SELECT pepsi.armed()").Scan(&armed); err != nil || armed {
+		t.Errorf("pepsi.armed() with no set armed = %v, %v; want false", armed, err)
+	}
+	if err := db.SetArmed(ctx, "b", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT pepsi.armed()").Scan(&armed); err != nil || !armed {
+		t.Errorf("pepsi.armed() with one set armed = %v, %v; want true", armed, err)
+	}
+}
+
+// migrations returns the embedded migrations.
+func migrations(t *testing.T) []queue.Migration {
+	t.Helper()
+	known, err := queue.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return known
+}

@@ -1,0 +1,143 @@
+package queue_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// TestTakeStages: sets are taken whole or not at all; a refusal names the
+// stage and its holder; a dispatcher without a set excludes every set and
+// is excluded by any.
+func TestTakeStages(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	a := dial(t, dsn, "c")
+	if err := a.TakeStages(ctx, []string{"parse", "enrich"}, false, queue.NewToken()); err != nil {
+		t.Fatalf("first set: %v", err)
+	}
+	b := dial(t, dsn, "c")
+	err := b.TakeStages(ctx, []string{"deliver", "enrich"}, false, queue.NewToken())
+	var oe *queue.OwnedError
+	if !errors.As(err, &oe) || !errors.Is(err, queue.ErrLocked) || oe.Stage != "enrich" || oe.Holder == nil || oe.Holder.PID != int32(a.PID()) {
+		t.Fatalf("overlapping set: %v (%+v), want enrich owned by server pid %d", err, oe, a.PID())
+	}
+	if !strings.HasPrefix(err.Error(), "stage enrich is owned by pepsi dispatch pid ") {
+		t.Errorf("refusal %q", err)
+	}
+	// Not at all: deliver, tried first, was given back.
+	c := dial(t, dsn, "c")
+	if err := c.TakeStages(ctx, []string{"deliver"}, false, queue.NewToken()); err != nil {
+		t.Fatalf("deliver after the refused set: %v", err)
+	}
+	// A dispatcher of every stage is refused by a running set, even one
+	// of stages it does not have.
+	d := dial(t, dsn, "c")
+	err = d.TakeStages(ctx, []string{"other"}, true, queue.NewToken())
+	if !errors.As(err, &oe) || oe.Stage != "" || !oe.Shared {
+		t.Fatalf("every stage while sets run: %v, want the database-wide lock refused", err)
+	}
+	owners, err := db.Owners(ctx, []string{"parse", "enrich", "deliver", "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owners["parse"].PID != int32(a.PID()) || owners["deliver"].PID != int32(c.PID()) {
+		t.Errorf("owners %+v", owners)
+	}
+	if _, ok := owners["nobody"]; ok {
+		t.Errorf("a stage nobody owns has an owner: %+v", owners["nobody"])
+	}
+}
+
+// TestRedriveRunningPerStage: running rows at a stage a dispatcher owns
+// are left alone; those at a stage nobody owns are orphans and redriven.
+func TestRedriveRunningPerStage(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	owned := seed(t, db, "a", queue.Running, 3)
+	orphans := seed(t, db, "b", queue.Running, 2)
+	l := dial(t, dsn, "c")
+	if err := l.TakeStages(ctx, []string{"a"}, false, queue.NewToken()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Running})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed != int64(len(orphans)) || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive running = %+v, want %d changed, %d held by server pid %d", res, len(orphans), len(owned), l.PID())
+	}
+	// A dry run of a purge counts the same.
+	res, err = db.Purge(ctx, queue.PurgeParams{Status: queue.Running, DryRun: true})
+	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Purge running, dry run = %+v, %v; want 0 to purge, %d held by server pid %d", res, err, len(owned), l.PID())
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running' AND stage = 'a'"); n != int64(len(owned)) {
+		t.Errorf("%d running rows left at the owned stage, want %d", n, len(owned))
+	}
+	// By id too.
+	res, err = db.Redrive(ctx, queue.RedriveParams{IDs: owned})
+	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive by id of owned running rows = %+v, %v", res, err)
+	}
+}
+
+// TestFence: once the lock session that holds the token is gone, every
+// fenced write fails and changes nothing.
+func TestFence(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	ids := seed(t, db, "a", queue.Running, 2)
+	l := dial(t, dsn, "c")
+	token := queue.NewToken()
+	if err := l.TakeStages(ctx, []string{"a"}, false, token); err != nil {
+		t.Fatal(err)
+	}
+	db.SetFence(token, []string{"a"})
+	if err := db.SetArmed(ctx, "a", false); err != nil {
+		t.Fatalf("fenced write while the lock session lives: %v", err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.ResetRunning(ctx, "a")
+	if !queue.IsFenced(err) || n != 0 {
+		t.Fatalf("ResetRunning after the lock session closed = %d, %v; want the fence's error", n, err)
+	}
+	if got := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running' AND id = ANY($1)", ids); got != 2 {
+		t.Errorf("%d rows still running, want 2", got)
+	}
+}
+
+// TestHandedOwnsRunning: a running row belongs to the owner of the stage
+// it was handed out at, even once its stage program advanced it into
+// another set's stage: that stage's resets and the retry guard leave it
+// alone; its own stage's reset takes it back.
+func TestHandedOwnsRunning(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	id := seed1(t, db, "a", queue.Pending)
+	claimed, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim = %v, %v", claimed, err)
+	}
+	exec(t, db, "SELECT pepsi.advance($1, 'b')", id) // running at b now, handed out at a
+	if n, err := db.ResetRunning(ctx, "b"); err != nil || n != 0 {
+		t.Errorf("ResetRunning(b) = %d, %v; want the row handed out at a left alone", n, err)
+	}
+	if n, err := db.ResetOrphans(ctx, nil, 0, "b"); err != nil || n != 0 {
+		t.Errorf("ResetOrphans(b) = %d, %v; want the row handed out at a left alone", n, err)
+	}
+	l := dial(t, dsn, "c")
+	if err := l.TakeStages(ctx, []string{"a"}, false, queue.NewToken()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Running, Stage: "b"})
+	if err != nil || res.Changed != 0 || res.Held != 1 || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive of the row at b while a is owned = %+v, %v; want it held by a's owner", res, err)
+	}
+	if n, err := db.ResetRunning(ctx, "a"); err != nil || n != 1 {
+		t.Errorf("ResetRunning(a) = %d, %v; want the row back", n, err)
+	}
+	if st := getState(t, db, id); st.Status != queue.Pending || st.Stage != "b" {
+		t.Errorf("after the reset: %+v, want pending at b", st)
+	}
+}
