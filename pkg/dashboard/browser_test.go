@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -169,7 +170,7 @@ func TestBrowser(t *testing.T) {
 
 	// Chromium goes, all of it.
 	stop()
-	waitFor(t, time.Minute, "Chromium's processes to exit", func() bool { return len(processesUsing(profile)) == 0 })
+	testkit.Wait(t, "Chromium's processes to exit", time.Minute, func() bool { return len(processesUsing(profile)) == 0 })
 }
 
 // columnTexts returns the text of every element sel matches.
@@ -245,7 +246,7 @@ func seedPipeline(t *testing.T, s *site) (lost []int64) {
 		t.Fatal(err)
 	}
 	var o overviewJSON
-	waitFor(t, time.Minute, "the counts of the seeded queue", func() bool {
+	testkit.Wait(t, "the counts of the seeded queue", time.Minute, func() bool {
 		o = overviewJSON{}
 		s.getJSON("/", alice, &o)
 		return o.Totals["failed"] == 16 && len(o.Standbys) == 1

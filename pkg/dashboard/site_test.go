@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -22,13 +21,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/dashboard"
 	"github.com/pepsi-dev/pepsi/pkg/metrics"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
@@ -53,7 +52,7 @@ type site struct {
 	dsn  string
 	conn *pgx.Conn // for the tests' own statements
 	base string
-	logs *syncBuffer
+	logs *testkit.Buffer
 	dash *dashboard.Dashboard
 }
 
@@ -106,7 +105,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	s := &site{t: t, db: db.DB, dsn: dsn, conn: conn, logs: &syncBuffer{}}
+	s := &site{t: t, db: db.DB, dsn: dsn, conn: conn, logs: &testkit.Buffer{}}
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	webConfig := ""
 	if o.users {
@@ -331,36 +330,6 @@ func (s *site) getJSON(path string, o req, v any) {
 	body := s.get(path, http.StatusOK, o)
 	if err := json.Unmarshal([]byte(body), v); err != nil {
 		s.t.Fatalf("GET %s: %v\n%s", path, err, body)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// waitFor polls cond until it holds, or fails the test after d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

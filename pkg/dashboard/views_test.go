@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/dashboard"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -70,7 +71,7 @@ func TestOverview(t *testing.T) {
 	s.exec(`UPDATE pepsi.state SET updated_at = now() - interval '1 hour' WHERE id = $1`, parse[2])
 	holder := holdLock(t, s.dsn)
 	sb := standby(t, s.dsn)
-	waitFor(t, time.Minute, "the standby and the new counts", func() bool {
+	testkit.Wait(t, "the standby and the new counts", time.Minute, func() bool {
 		o = overviewJSON{}
 		s.getJSON("/", req{}, &o)
 		return len(o.Standbys) == 1 && o.Totals["pending"] == 6
@@ -131,7 +132,7 @@ func TestOverviewStageSets(t *testing.T) {
 	store := ownStages(t, s.dsn, "store")
 	sb := standbyFor(t, s.dsn, "store")
 	var o overviewJSON
-	waitFor(t, time.Minute, "the standby", func() bool {
+	testkit.Wait(t, "the standby", time.Minute, func() bool {
 		o = overviewJSON{}
 		s.getJSON("/", req{}, &o)
 		return len(o.Standbys) == 1
@@ -488,12 +489,12 @@ func TestThroughput(t *testing.T) {
 		}
 		return known, ok, failed
 	}
-	waitFor(t, time.Minute, "a few samples", func() bool { known, _, _ := bars(); return known >= 2 })
+	testkit.Wait(t, "a few samples", time.Minute, func() bool { known, _, _ := bars(); return known >= 2 })
 	if err := s.db.AddStats(ctx(t), []queue.StageStats{{Stage: "a", Processed: 30, Failed: 3}}, queue.DispatchStats{}); err != nil {
 		t.Fatal(err)
 	}
 	var ok, failed float64
-	waitFor(t, time.Minute, "the passes in a bar", func() bool { _, ok, failed = bars(); return ok > 0 })
+	testkit.Wait(t, "the passes in a bar", time.Minute, func() bool { _, ok, failed = bars(); return ok > 0 })
 	if ratio := ok / failed; ratio < 9.999 || ratio > 10.001 {
 		t.Errorf("a bar has %v ok and %v failed per second, want 10 to 1", ok, failed)
 	}
