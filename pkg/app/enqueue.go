@@ -28,18 +28,23 @@ func enqueueCommand() *cli.Command {
 		Name:      "enqueue",
 		Usage:     "put messages into the queue of a stage",
 		ArgsUsage: "[FILE...]",
-		UsageText: "pepsi enqueue --stage NAME [--header KEY=VALUE]... [--lines] [--quiet] [FILE...]",
+		UsageText: "pepsi enqueue --stage NAME [--header KEY=VALUE]... [--priority N] [--key K] [--lines] [--quiet] [--verbose] [FILE...]",
 		Description: "Each FILE becomes one message, its bytes the payload; \"-\" or no FILE\n" +
 			"reads standard input. With --lines, every non-empty line of the input is\n" +
 			"a message instead (without its newline). All input is read first, then\n" +
 			"inserted with COPY in one transaction: either every message is enqueued\n" +
-			"or none. The new message ids are printed in input order, one per line.",
+			"or none. The new message ids are printed in input order, one per line.\n" +
+			"With --key, the one message is not created while a message with that key\n" +
+			"is unfinished (pending, running or paused): its id is printed instead.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "enqueue at stage `NAME` (a [stage-NAME] of the configuration)"},
 			&cli.GenericFlag{Name: "header", Value: headers, Usage: "give every message the header `KEY=VALUE` (repeatable; short: -H)"},
 			&cli.GenericFlag{Name: "H", Value: headers, Hidden: true},
 			&cli.BoolFlag{Name: "lines", Aliases: []string{"l"}, DisableDefaultText: true, Usage: "one message per input line; empty lines are skipped"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, DisableDefaultText: true, Usage: "print only \"enqueued N messages\" (or \"1 message\"), not the ids"},
+			&cli.StringFlag{Name: "priority", Usage: "give the messages priority `N` (lower is claimed first; default 0)"},
+			&cli.StringFlag{Name: "key", Usage: "deduplication key `K`: no new message while one with K is unfinished (one message only)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, DisableDefaultText: true, Usage: "with --key: say on standard error whether the message is new"},
 		},
 		Action: enqueue,
 	}
@@ -58,9 +63,23 @@ func enqueue(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	prio, err := parsePriorityFlag(c)
+	if err != nil {
+		return err
+	}
+	key, keyed := c.String("key"), c.IsSet("key")
+	if keyed && key == "" {
+		return usage("--key is empty")
+	}
+	if keyed && c.Bool("lines") {
+		return usage("--key names one message; --lines makes many")
+	}
 	files := c.Args().Slice()
 	if err := checkFiles(files); err != nil {
 		return err
+	}
+	if keyed && len(files) > 1 {
+		return usage("--key names one message; %d FILEs make %d", len(files), len(files))
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -85,7 +104,10 @@ func enqueue(c *cli.Context) error {
 	if err := db.CheckSchema(c.Context); err != nil {
 		return err
 	}
-	bulk := queue.Bulk{Stage: stage, Headers: headers, Payloads: payloads}
+	if keyed {
+		return enqueueKeyed(c, db, queue.Keyed{Stage: stage, Payload: payloads[0], Headers: headers, Priority: deref(prio), Key: key})
+	}
+	bulk := queue.Bulk{Stage: stage, Headers: headers, Payloads: payloads, Priority: deref(prio)}
 	progress := len(payloads) >= progressMin && isTerminal(c.App.ErrWriter)
 	if progress {
 		bulk.Progress = func(n int) {
@@ -112,6 +134,40 @@ func enqueue(c *cli.Context) error {
 		}
 	}
 	return out.Flush()
+}
+
+// enqueueKeyed enqueues one message with a deduplication key and prints
+// its id, new or not.
+func enqueueKeyed(c *cli.Context, db *queue.DB, m queue.Keyed) error {
+	id, created, err := db.EnqueueKeyed(c.Context, m)
+	if err != nil {
+		return fmt.Errorf("nothing enqueued: %w", err)
+	}
+	if c.Bool("verbose") {
+		if created {
+			fmt.Fprintf(c.App.ErrWriter, "pepsi enqueue: message %d is new (key %q)\n", id, m.Key)
+		} else {
+			fmt.Fprintf(c.App.ErrWriter, "pepsi enqueue: key %q is held by unfinished message %d: nothing enqueued\n", m.Key, id)
+		}
+	}
+	if c.Bool("quiet") {
+		n := int64(0)
+		if created {
+			n = 1
+		}
+		_, err = fmt.Fprintf(c.App.Writer, "enqueued %s\n", plural(n, "message"))
+		return err
+	}
+	_, err = fmt.Fprintln(c.App.Writer, id)
+	return err
+}
+
+// deref returns *p, or 0 for nil.
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // headerList collects the values of a repeated --header as given (no

@@ -97,6 +97,21 @@ func parseStageFlag(c *cli.Context, flag string) (string, error) {
 	return s, nil
 }
 
+// parsePriorityFlag reads --priority: an integer (lower is claimed
+// first), nil when the flag is not given.
+func parsePriorityFlag(c *cli.Context) (*int32, error) {
+	if !c.IsSet("priority") {
+		return nil, nil
+	}
+	s := c.String("priority")
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+	if err != nil {
+		return nil, usage("--priority %q: want an integer (lower is claimed first)", s)
+	}
+	p := int32(n)
+	return &p, nil
+}
+
 // parseAge reads a duration flag with config.ParseAge: plain seconds
 // ("300"), a Go duration ("90m", "36h", "1h30m"), or days first ("7d",
 // "1d12h"). Negative durations are refused.

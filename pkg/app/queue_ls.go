@@ -22,14 +22,18 @@ const lsPage = 1000
 // errorWidth is the most runes of an error the ls table shows.
 const errorWidth = 60
 
+// keyWidth is the most runes of a deduplication key the ls table shows.
+const keyWidth = 24
+
 func queueLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
 		Usage:     "list messages in id order",
 		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--older-than DURATION] [--limit N] [--json]",
 		Description: "Lists the messages that match, in id (ingress) order: id, stage, status,\n" +
-			"attempts, age (time since the row last changed), timeout (when a paused\n" +
-			"message is due) and error. With --json, one JSON object per line.",
+			"attempts, priority, deduplication key, age (time since the row last\n" +
+			"changed), timeout (when a paused message is due) and error. With --json,\n" +
+			"one JSON object per line.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
 			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: pending, running, paused, done or failed"},
@@ -81,7 +85,7 @@ func queueLs(c *cli.Context) error {
 				cells[i] = lsCells(&rows[i], now)
 			}
 			if cols == nil {
-				cols = newColumns(out, []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "AGE", "TIMEOUT", "ERROR"}, cells)
+				cols = newColumns(out, []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "PRIO", "KEY", "AGE", "TIMEOUT", "ERROR"}, cells)
 			}
 			for _, r := range cells {
 				cols.row(r)
@@ -152,8 +156,12 @@ func lsCells(r *queue.Row, now time.Time) []string {
 	case r.DispatchError != nil && *r.DispatchError != "":
 		msg = oneLine(*r.DispatchError, errorWidth)
 	}
+	key := "-"
+	if r.Key != nil {
+		key = oneLine(*r.Key, keyWidth)
+	}
 	return []string{strconv.FormatInt(r.ID, 10), r.Stage, string(r.Status), strconv.Itoa(r.Attempts),
-		fmtAge(now.Sub(r.UpdatedAt)), timeout, msg}
+		strconv.Itoa(int(r.Priority)), key, fmtAge(now.Sub(r.UpdatedAt)), timeout, msg}
 }
 
 // columns writes a table as it goes: left-aligned columns two blanks apart,

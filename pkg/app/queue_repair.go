@@ -15,8 +15,8 @@ func queueRetryCommand() *cli.Command {
 		Name:      "retry",
 		Usage:     "put failed (or paused, done, orphaned) messages back to pending",
 		ArgsUsage: "ID...",
-		UsageText: "pepsi queue retry [--to-stage NAME] ID...\n" +
-			"pepsi queue retry --status failed|paused|done|running [--stage NAME] [--to-stage NAME]",
+		UsageText: "pepsi queue retry [--to-stage NAME] [--priority N] ID...\n" +
+			"pepsi queue retry --status failed|paused|done|running [--stage NAME] [--to-stage NAME] [--priority N]",
 		Description: "Redrives messages: each goes back to pending (at --to-stage, if given)\n" +
 			"with its timeout, attempts and errors cleared, and a running dispatcher is\n" +
 			"woken. By ID, every ID must exist or nothing changes; messages already\n" +
@@ -26,6 +26,7 @@ func queueRetryCommand() *cli.Command {
 			&cli.StringFlag{Name: "status", Usage: "retry every message with `STATUS`: failed, paused, done or running"},
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "with --status: only messages at stage `NAME`"},
 			&cli.StringFlag{Name: "to-stage", Usage: "put the messages back at stage `NAME` instead of their own"},
+			&cli.StringFlag{Name: "priority", Usage: "give the messages priority `N` (lower is claimed first)"},
 		},
 		Action: queueRetry,
 	}
@@ -48,6 +49,10 @@ func queueRetry(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	prio, err := parsePriorityFlag(c)
+	if err != nil {
+		return err
+	}
 	switch {
 	case len(ids) > 0 && status != "":
 		return usage("give message IDs or --status, not both")
@@ -66,7 +71,7 @@ func queueRetry(c *cli.Context) error {
 	if err := checkToStage(cfg, to); err != nil {
 		return err
 	}
-	p := queue.RedriveParams{IDs: ids, Status: status, Stage: stage, ToStage: to}
+	p := queue.RedriveParams{IDs: ids, Status: status, Stage: stage, ToStage: to, Priority: prio}
 	done := progress(c, &p.Progress)
 	res, err := db.Redrive(c.Context, p)
 	done()
@@ -76,6 +81,9 @@ func queueRetry(c *cli.Context) error {
 	line := "retried " + plural(res.Changed, "message")
 	if to != "" {
 		line += " to stage " + to
+	}
+	if prio != nil {
+		line += fmt.Sprintf(" with priority %d", *prio)
 	}
 	if res.Pending > 0 {
 		line += fmt.Sprintf("; %d already pending", res.Pending)

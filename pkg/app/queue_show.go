@@ -111,6 +111,8 @@ func writeMessage(out *bufio.Writer, m *queue.Message, now time.Time) {
 	kv("stage", m.Stage)
 	kv("status", string(m.Status))
 	kv("attempts", strconv.Itoa(m.Attempts))
+	kv("priority", strconv.Itoa(int(m.Priority)))
+	kv("key", opt(m.Key))
 	kv("created", fmtTime(m.CreatedAt)+" ("+fmtAge(now.Sub(m.CreatedAt))+" ago)")
 	kv("updated", fmtTime(m.UpdatedAt)+" ("+fmtAge(now.Sub(m.UpdatedAt))+" ago)")
 	timeout := "-"

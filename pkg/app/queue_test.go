@@ -176,7 +176,7 @@ func TestQueueLs(t *testing.T) {
 	r := pepsi(t, "", "queue", "ls")
 	r.wantCode(t, 0)
 	rows := fields(r.stdout)
-	if !slices.Equal(rows[0], []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "AGE", "TIMEOUT", "ERROR"}) || len(rows) != 6 {
+	if !slices.Equal(rows[0], []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "PRIO", "KEY", "AGE", "TIMEOUT", "ERROR"}) || len(rows) != 6 {
 		t.Fatalf("ls:\n%s", r.stdout)
 	}
 	for i, id := range all {
@@ -184,13 +184,13 @@ func TestQueueLs(t *testing.T) {
 			t.Fatalf("ls is not in id order:\n%s", r.stdout)
 		}
 	}
-	if got := rows[3]; !slices.Equal(got, []string{strconv.FormatInt(failed[0], 10), "parse", "failed", "2", "1h00m", "-", "stage", "said", "no", "at", "line", "2"}) {
+	if got := rows[3]; !slices.Equal(got, []string{strconv.FormatInt(failed[0], 10), "parse", "failed", "2", "0", "-", "1h00m", "-", "stage", "said", "no", "at", "line", "2"}) {
 		t.Errorf("failed row %q", got)
 	}
-	if got := rows[4]; got[5] != "in" || !strings.HasPrefix(got[6], "59m") && !strings.HasPrefix(got[6], "1h00m") {
+	if got := rows[4]; got[7] != "in" || !strings.HasPrefix(got[8], "59m") && !strings.HasPrefix(got[8], "1h00m") {
 		t.Errorf("paused row %q: want a timeout in about an hour", got)
 	}
-	if got := rows[5]; got[4] != "2d00h" || strings.Join(got[6:], " ") != "worker crashed: signal: killed" {
+	if got := rows[5]; got[6] != "2d00h" || strings.Join(got[8:], " ") != "worker crashed: signal: killed" {
 		t.Errorf("done row %q", got)
 	}
 

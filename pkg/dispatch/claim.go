@@ -124,7 +124,8 @@ func (d *Dispatcher) claimedMore(j *job) {
 	}
 }
 
-// handOut gives claimed messages to workers, in id order per stage; what
+// handOut gives claimed messages to workers, in (priority, id) order per
+// stage; what
 // cannot be handed out goes back.
 func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 	if len(claimed) == 0 {
@@ -133,7 +134,7 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 	d.tally.global.Claimed += int64(len(claimed))
 	d.tally.dirty = true
 	slices.SortFunc(claimed, func(a, b queue.Claimed) int {
-		return cmp.Or(cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
 	})
 	for _, c := range claimed {
 		p := d.byName[c.Stage]

@@ -121,7 +121,7 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 	if len(where) > 0 {
 		cond = "WHERE " + strings.Join(where, " AND ")
 	}
-	sql := `SELECT s.id, s.stage, s.status, s.attempts, m.created_at, s.updated_at, s.timeout,
+	sql := `SELECT s.id, s.stage, s.status, s.attempts, s.priority, s.dedup_key, m.created_at, s.updated_at, s.timeout,
 	               left(s.dispatch_error, ` + strconv.Itoa(MaxErrorList) + `), left(s.error, ` + strconv.Itoa(MaxErrorList) + `)
 	          FROM (SELECT * FROM pepsi.state ` + cond + ` ORDER BY id ` + order + ` LIMIT ` + strconv.Itoa(limit+1) + `) s
 	          JOIN pepsi.message m USING (id)

@@ -17,13 +17,14 @@ type StageCap struct {
 
 // Claimed is a message the claim moved from pending to running.
 type Claimed struct {
-	ID     int64
-	Stage  string
-	Waited float64 // seconds it was pending before the claim
+	ID       int64
+	Stage    string
+	Priority int32   // its priority: handed out in (priority, id) order
+	Waited   float64 // seconds it was pending before the claim
 }
 
-// claimSQL takes, for each stage, up to its cap of pending rows in ingress
-// order: the LATERAL subquery walks state_pending and stops at the cap.
+// claimSQL takes, for each stage, up to its cap of pending rows in
+// priority order, ingress order within a priority: the LATERAL subquery walks state_pending and stops at the cap.
 // The dispatcher is the only pending→running writer, so no row locks are
 // needed beyond the UPDATE's own.
 //
@@ -47,17 +48,17 @@ WITH picked AS (
      CROSS JOIN LATERAL (
            SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
-            ORDER BY s.stage, s.id
+            ORDER BY s.stage, s.priority, s.id
             LIMIT c.cap) p
 ), upd AS (
     UPDATE pepsi.state s
        SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = 'pending'
-    RETURNING s.id, s.stage
+    RETURNING s.id, s.stage, s.priority
 )
-SELECT id, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
+SELECT id, NULL::text, NULL::int, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
 UNION ALL
-SELECT id, stage, NULL FROM upd`
+SELECT id, stage, priority, NULL FROM upd`
 
 // Claim moves pending rows to running on q, each stage up to its cap, and
 // appends them to dst (in no defined order). q may be a transaction of the
@@ -99,8 +100,9 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 	for rows.Next() {
 		var c Claimed
 		var stage *string
+		var prio *int32
 		var waited *float64
-		if err := rows.Scan(&c.ID, &stage, &waited); err != nil {
+		if err := rows.Scan(&c.ID, &stage, &prio, &waited); err != nil {
 			return dst, waits, err
 		}
 		if stage == nil {
@@ -108,7 +110,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 			waits = append(waits, c)
 			continue
 		}
-		c.Stage = *stage
+		c.Stage, c.Priority = *stage, *prio
 		dst = append(dst, c)
 	}
 	if err := rows.Err(); err != nil {

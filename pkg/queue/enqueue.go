@@ -31,6 +31,40 @@ func Enqueue(ctx context.Context, q Querier, stage string, payload []byte, heade
 	return id, err
 }
 
+// Keyed is one message for EnqueueKeyed.
+type Keyed struct {
+	Stage    string
+	Payload  []byte
+	Headers  map[string]string
+	Priority int32  // lower is claimed first within a stage
+	Key      string // deduplication key; "" for none
+}
+
+// EnqueueKeyed inserts m unless m.Key is held by an unfinished (pending,
+// running or paused) message: then it returns that message's id and
+// created false. Concurrent callers with one key get one message.
+func EnqueueKeyed(ctx context.Context, q Querier, m Keyed) (id int64, created bool, err error) {
+	h, err := encodeHeaders(m.Headers)
+	if err != nil {
+		return 0, false, err
+	}
+	if m.Payload == nil {
+		m.Payload = []byte{}
+	}
+	var key *string
+	if m.Key != "" {
+		key = &m.Key
+	}
+	err = q.QueryRow(ctx, "SELECT id, created FROM pepsi.enqueue_key($1, $2, $3, $4, $5)",
+		m.Stage, m.Payload, h, m.Priority, key).Scan(&id, &created)
+	return id, created, err
+}
+
+// EnqueueKeyed is EnqueueKeyed on db's pool.
+func (db *DB) EnqueueKeyed(ctx context.Context, m Keyed) (int64, bool, error) {
+	return EnqueueKeyed(ctx, db.pool, m)
+}
+
 func encodeHeaders(headers map[string]string) ([]byte, error) {
 	if len(headers) == 0 {
 		return []byte("{}"), nil
@@ -42,6 +76,7 @@ func encodeHeaders(headers map[string]string) ([]byte, error) {
 type Bulk struct {
 	Stage    string
 	Headers  map[string]string
+	Priority int32 // lower is claimed first within a stage
 	Payloads [][]byte
 	// Progress, when set, is called with the number of rows copied so far.
 	Progress func(copied int)
@@ -101,12 +136,17 @@ func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "message"}, cols, msgs); err != nil {
 			return err
 		}
+		cols = []string{"id", "stage"}
 		state := []any{nil, b.Stage}
+		if b.Priority != 0 {
+			cols = append(cols, "priority") // else the column default, 0
+			state = append(state, b.Priority)
+		}
 		states := &copySource{n: len(ids), row: func(i int) []any {
 			state[0] = ids[i]
 			return state
 		}}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state"}, []string{"id", "stage"}, states)
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state"}, cols, states)
 		return err
 	})
 	if err != nil {

@@ -40,6 +40,8 @@ type Row struct {
 	Stage         string     `json:"stage"`
 	Status        Status     `json:"status"`
 	Attempts      int        `json:"attempts"`
+	Priority      int32      `json:"priority"`
+	Key           *string    `json:"key,omitempty"` // deduplication key
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 	Timeout       *time.Time `json:"timeout,omitempty"`
@@ -56,12 +58,12 @@ type ListParams struct {
 	Limit     int           // at most this many (0: no limit)
 }
 
-const rowColumns = `s.id, s.stage, s.status, s.attempts, m.created_at, s.updated_at, s.timeout, s.dispatch_error, s.error`
+const rowColumns = `s.id, s.stage, s.status, s.attempts, s.priority, s.dedup_key, m.created_at, s.updated_at, s.timeout, s.dispatch_error, s.error`
 
 func scanRow(r pgx.CollectableRow) (Row, error) {
 	var x Row
 	var st string
-	err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error)
+	err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error)
 	x.Status = Status(st)
 	return x, err
 }
@@ -108,7 +110,7 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 	m, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Message, error) {
 		var x Message
 		var st string
-		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize)
+		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize)
 		x.Status = Status(st)
 		return x, err
 	})

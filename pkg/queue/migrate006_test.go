@@ -1,10 +1,13 @@
 package queue_test
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -16,28 +19,8 @@ import (
 // MIGRATE_ROWS sets how many messages (default 10 000; the note's figure
 // is for 1 000 000).
 func TestMigrateStageSets(t *testing.T) {
-	ctx, dsn := testCtx(t), pgtest.Empty(t)
-	conn, known := connect(t, dsn), migrations(t)
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA pepsi; CREATE TABLE pepsi.schema_migration (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range known[:5] {
-		if _, err := conn.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("%03d: %v", m.Version, err)
-		}
-		if _, err := conn.Exec(ctx, "INSERT INTO pepsi.schema_migration (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rows := 10000
-	if s := os.Getenv("PEPSI_TEST_MIGRATE_ROWS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows = n
-	}
+	ctx, dsn, conn, known := migratedTo(t, 5)
+	rows := migrateRows(t)
 	for _, q := range []string{
 		"INSERT INTO pepsi.message (id, payload) SELECT g, 'x' FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
 		"INSERT INTO pepsi.state (id, stage, status) SELECT g, 'a', CASE WHEN g % 2 = 0 THEN 'done' ELSE 'pending' END FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
@@ -115,6 +98,42 @@ func TestMigrateStageSets(t *testing.T) {
 }
 
 // migrations returns the embedded migrations.
+// migratedTo returns a new database migrated to version only, a
+// connection to it and every known migration.
+func migratedTo(t *testing.T, version int) (context.Context, string, *pgx.Conn, []queue.Migration) {
+	t.Helper()
+	ctx, dsn := testCtx(t), pgtest.Empty(t)
+	conn, known := connect(t, dsn), migrations(t)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA pepsi; CREATE TABLE pepsi.schema_migration (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range known[:version] {
+		if _, err := conn.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%03d: %v", m.Version, err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO pepsi.schema_migration (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx, dsn, conn, known
+}
+
+// migrateRows is how many messages an upgrade test populates:
+// PEPSI_TEST_MIGRATE_ROWS, default 10 000.
+func migrateRows(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("PEPSI_TEST_MIGRATE_ROWS")
+	if s == "" {
+		return 10000
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func migrations(t *testing.T) []queue.Migration {
 	t.Helper()
 	known, err := queue.Migrations()

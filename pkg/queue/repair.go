@@ -73,8 +73,10 @@ type RedriveParams struct {
 	Stage   string
 	Reason  string // with Status: only messages in this failure group (see FoldReason)
 	ToStage string // when set, the messages are put back at this stage
-	DryRun  bool   // with Status: count, change nothing
-	Batch   int    // rows per transaction, DefaultBatch when 0
+	// Priority, when set, is the messages' new priority.
+	Priority *int32
+	DryRun   bool // with Status: count, change nothing
+	Batch    int  // rows per transaction, DefaultBatch when 0
 	// Progress, when set, is called after each batch with the rows changed so far.
 	Progress func(changed int64)
 }
@@ -139,14 +141,26 @@ SELECT count(*) FROM pepsi.state
    AND ($4::text = '' OR ` + reasonSQL + ` = $4)`
 
 	// redriveSQL puts rows back to pending with a clean slate: no timeout,
-	// no attempts, no errors (list them first to keep them). Running rows
-	// only at stages no dispatcher owns.
+	// no attempts, no errors (list them first to keep them), and the new
+	// priority if one is given. Running rows only at stages no dispatcher
+	// owns. A finished row whose deduplication key another unfinished
+	// message holds meanwhile (or a lower id of the same batch takes back)
+	// comes back without it: one unfinished message per key.
 	redriveSQL = `
-UPDATE pepsi.state
-   SET status = 'pending', stage = coalesce(nullif($2::text, ''), stage), timeout = NULL, handed = NULL,
-       attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now()
- WHERE id = ANY($1::bigint[]) AND status = ANY($3::text[])
-   AND (status <> 'running' OR ` + freeStage + `)`
+UPDATE pepsi.state s
+   SET status = 'pending', stage = coalesce(nullif($2::text, ''), s.stage), timeout = NULL, handed = NULL,
+       attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now(),
+       priority = coalesce($4::int, s.priority),
+       dedup_key = CASE
+           WHEN s.dedup_key IS NULL OR s.status IN ('pending', 'running', 'paused') THEN s.dedup_key
+           WHEN EXISTS (SELECT FROM pepsi.state o
+                         WHERE o.dedup_key = s.dedup_key AND o.status IN ('pending', 'running', 'paused')) THEN NULL
+           WHEN EXISTS (SELECT FROM pepsi.state o
+                         WHERE o.id = ANY($1::bigint[]) AND o.id < s.id AND o.dedup_key = s.dedup_key
+                           AND o.status = ANY($3::text[])) THEN NULL
+           ELSE s.dedup_key END
+ WHERE s.id = ANY($1::bigint[]) AND s.status = ANY($3::text[])
+   AND (s.status <> 'running' OR ` + freeStage + `)`
 
 	// notifySQL wakes a running dispatcher (delivered at commit).
 	notifySQL = `SELECT pg_notify((SELECT ingress_channel FROM pepsi.settings), '')`
@@ -174,7 +188,7 @@ func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
 		return db.count(ctx, sel)
 	}
 	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
-		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(redrivable)); err != nil {
+		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(redrivable), p.Priority); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, notifySQL)
@@ -235,7 +249,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 				res.Held = running
 			}
 		}
-		tag, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(allowed))
+		tag, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(allowed), p.Priority)
 		if err != nil {
 			return err
 		}
