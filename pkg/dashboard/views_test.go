@@ -345,11 +345,12 @@ func TestMessage(t *testing.T) {
 	big := bytes.Repeat([]byte("é"), 40<<10) // 80 KiB of two-byte characters
 	large := s.enqueue("a", 1, big)
 	s.fail(text, "bad order")
-	s.exec(`UPDATE pepsi.state SET dispatch_error = 'exit 1 # no' WHERE id = $1`, text[0])
+	s.exec(`UPDATE pepsi.state SET dispatch_error = 'exit 1 # no', priority = -4, dedup_key = 'order-42' WHERE id = $1`, text[0])
 
 	id := strconv.FormatInt(text[0], 10)
 	body := s.get("/messages/"+id, http.StatusOK, req{})
 	for _, want := range []string{"Message " + id, "hello, wörld", "bad order", "exit 1 # no", "<th>order</th><td><code>42</code>",
+		"<th>priority</th><td>-4</td>", "<th>key</th><td><code>order-42</code>",
 		`href="/messages?reason=bad+order&stage=a&status=failed"`, "13 bytes", "as text"} {
 		if !strings.Contains(html.UnescapeString(body), want) {
 			t.Errorf("the message page lacks %q", want)
