@@ -26,7 +26,10 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	d.tokensAt = time.Time{}
 	for _, p := range d.pools {
 		if c := p.capacity(now); c > 0 && (p.more || any) {
-			if c = d.rated(p, c, now); c > 0 {
+			if p.rate != nil {
+				c = d.rated(p, c, now)
+			}
+			if c > 0 {
 				caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
 			}
 		}

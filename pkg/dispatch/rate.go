@@ -92,13 +92,10 @@ func (d *Dispatcher) startRates(now time.Time) {
 	}
 }
 
-// rated caps c, stage p's room at now, at the tokens its RATE has left.
-// A stage with fewer than a batch is marked worth a claim, and the time
-// the batch is there goes into d.tokensAt.
+// rated caps c, stage p's room at now, at the tokens its RATE (p.rate,
+// not nil) has left. A stage with fewer than a batch is marked worth a
+// claim, and the time the batch is there goes into d.tokensAt.
 func (d *Dispatcher) rated(p *pool, c int, now time.Time) int {
-	if p.rate == nil {
-		return c
-	}
 	want := min(c, p.rate.batch(rateBatch))
 	if n := p.rate.available(now); n >= want {
 		return min(c, n)
