@@ -31,7 +31,8 @@ func benchCommand() *cli.Command {
 			"their transition on the status line (also with --wide-workers workers),\n" +
 			"the wake latency, and SQL ingress from an application's transaction\n" +
 			"(pgbench: pepsi.enqueue() against the same transaction with a plain\n" +
-			"INSERT). Every figure is printed beside its ceiling, the ratio and the\n" +
+			"INSERT); with --only rate, how closely a stage keeps RATE = 200/s.\n" +
+			"Every figure is printed beside its ceiling, the ratio and the\n" +
 			"target. The dispatcher runs as a child, \"pepsi dispatch\",\n" +
 			"so that its CPU time and peak RSS are its own. Progress goes to stderr,\n" +
 			"the report to stdout. The database is dropped at the end unless --keep.",
@@ -53,7 +54,9 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "ingress-time", Value: d.IngressTime, Usage: "how long each pgbench run of the ingress step lasts (`DURATION`, whole seconds)"},
 			&cli.IntFlag{Name: "ingress-runs", Value: d.IngressRuns, Usage: "`N` pgbench runs of each ingress transaction (the median counts)"},
 			&cli.IntFlag{Name: "claim-rows", Value: d.ClaimRows, Usage: "`N` pending rows for the large claim; 0 skips it"},
-			&cli.StringFlag{Name: "only", Usage: "run only the steps in `LIST` (comma-separated: " + strings.Join(bench.Steps, ",") + ")"},
+			&cli.DurationFlag{Name: "rate-time", Value: d.RateTime, Usage: "how long the rate step runs its stage at RATE = 200/s (`DURATION`, whole seconds)"},
+			&cli.StringFlag{Name: "only", Usage: "run only the steps in `LIST` (comma-separated: " + strings.Join(bench.Steps, ",") +
+				"; without it, every step but " + strings.Join(bench.OnlyNamed, ",") + ")"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "the report's `FORMAT` on stdout: table, or json (for programs)"},
 		},
 		Action: runBench,
@@ -86,7 +89,7 @@ func runBench(c *cli.Context) error {
 	if f := c.Float64("load-fraction"); f <= 0 || f > 1 {
 		return usage("--load-fraction %g: want more than 0 and at most 1", f)
 	}
-	for _, name := range []string{"ceiling-time", "load-time", "ingress-time"} {
+	for _, name := range []string{"ceiling-time", "load-time", "ingress-time", "rate-time"} {
 		if c.Duration(name) <= 0 {
 			return usage("--%s %v: must be positive", name, c.Duration(name))
 		}
@@ -130,7 +133,7 @@ func runBench(c *cli.Context) error {
 		LoadTime: c.Duration("load-time"), LoadFraction: c.Float64("load-fraction"),
 		EnqueueN: c.Int("enqueue-messages"), EnqueueRuns: c.Int("enqueue-runs"), ClaimRows: c.Int("claim-rows"),
 		IngressTime: c.Duration("ingress-time"), IngressRuns: c.Int("ingress-runs"),
-		Only: only,
+		RateTime: c.Duration("rate-time"), Only: only,
 	})
 	if err != nil || format != "json" {
 		return err

@@ -21,15 +21,13 @@ import (
 func TestBench(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	db := "pepsi_bench_test_" + hex.EncodeToString(b[:])
+	db := benchDatabase()
 	cmd := []string{"bench", "--database", db,
 		"--stages", "2", "--parallelism", "1", "--queue-limit", "4", "--wide-workers", "3",
 		"--commit-messages", "60", "--messages", "200", "--ceiling-time", "200ms", "--load-time", "300ms",
 		"--wake-samples", "5", "--enqueue-messages", "300", "--enqueue-runs", "1", "--claim-rows", "1500",
 		"--ingress-time", "1s"}
-	r := exeEnv(t, bin, []string{"PEPSI_DSN=" + pgtest.ServerDSN(), "PEPSI_CONFIG="}, cmd...)
+	r := exeEnv(t, bin, benchEnv(), cmd...)
 	r.wantCode(t, 0)
 
 	ratio := regexp.MustCompile(`\s\d+\.\d\d\s`)
@@ -86,10 +84,47 @@ func TestBench(t *testing.T) {
 
 	// Usage errors.
 	for _, args := range [][]string{{"bench", "--stages", "0"}, {"bench", "--load-fraction", "2"}, {"bench", "--ingress-runs", "0"}, {"bench", "extra"}, {"bench", "stage", "--mode", "x"}} {
-		r := exeEnv(t, bin, []string{"PEPSI_DSN=" + pgtest.ServerDSN(), "PEPSI_CONFIG="}, args...)
+		r := exeEnv(t, bin, benchEnv(), args...)
 		r.wantCode(t, 2)
 	}
 }
+
+// TestBenchRate runs the rate step, which "pepsi bench" runs only when
+// --only names it, for 1.5 s (2 whole seconds counted), and checks that
+// its figures are there. How close to its RATE it came is not checked.
+func TestBenchRate(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	r := exeEnv(t, bin, benchEnv(),
+		"bench", "--database", benchDatabase(), "--only", "rate", "--rate-time", "1500ms", "--parallelism", "1", "--queue-limit", "4")
+	r.wantCode(t, 0)
+	for _, want := range []string{
+		"RATE = 200/s stage, full queue, 2 s: handed out a second, mean",
+		"RATE = 200/s stage, full queue, 2 s: handed out a second, least",
+		"RATE = 200/s stage, full queue, 2 s: handed out a second, most",
+		"RATE = 200/s stage: dispatcher CPU (user + system) over ",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no figure %q in the report:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "commit ceiling") {
+		t.Errorf("--only rate ran other steps:\n%s", r.stdout)
+	}
+	r = exeEnv(t, bin, benchEnv(), "bench", "--rate-time", "0s")
+	r.wantCode(t, 2)
+}
+
+// benchDatabase is a database name for a test's "pepsi bench" of its own.
+func benchDatabase() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "pepsi_bench_test_" + hex.EncodeToString(b[:])
+}
+
+// benchEnv is the environment of a test's "pepsi bench": the test server,
+// no configuration file.
+func benchEnv() []string { return []string{"PEPSI_DSN=" + pgtest.ServerDSN(), "PEPSI_CONFIG="} }
 
 // exeEnv is exe with extra environment variables.
 func exeEnv(t *testing.T, path string, env []string, args ...string) result {

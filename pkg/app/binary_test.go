@@ -64,6 +64,8 @@ func TestBinary(t *testing.T) {
 		os.WriteFile(bad, []byte("[database]\nDSN = postgres:///x\n[stage-parse]\nPROGRAM = /bin/cat\nPARALELLISM = 4\n"), 0o644)
 		long := filepath.Join(dir, "long.conf")
 		os.WriteFile(long, []byte("[stage-"+strings.Repeat("s", 70)+"]\nPROGRAM = /bin/cat\n"), 0o644)
+		fast := filepath.Join(dir, "rate.conf")
+		os.WriteFile(fast, []byte("[database]\nDSN = postgres:///x\n[stage-parse]\nPROGRAM = /bin/cat\nRATE = fast\n"), 0o644)
 		for _, tc := range []struct {
 			path string
 			args []string
@@ -72,6 +74,7 @@ func TestBinary(t *testing.T) {
 		}{
 			{link, []string{"-c", bad, "status"}, 2, "pepsi migrate status: " + bad + `:5: unknown key "PARALELLISM"`},
 			{bin, []string{"-c", bad, "migrate"}, 2, bad + ":5: unknown key"},
+			{bin, []string{"-c", fast, "dispatch"}, 2, "pepsi dispatch: " + fast + `:5: RATE: bad rate "fast" (want COUNT/s, COUNT/m or COUNT/h, such as 50/s)`},
 			{bin, []string{"-c", long, "enqueue", "-s", "x"}, 2, "pepsi enqueue: " + long + `:1: bad stage name "` + strings.Repeat("s", 70) + `"`},
 			{bin, []string{"migrate", "--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
 			{link, []string{"--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},

@@ -22,7 +22,10 @@
 //     dispatcher's own batched statements (pkg/queue RunTurn, no workers)
 //     can move messages; and once more with 64 workers;
 //   - wake latency on an idle system: enqueue commit → the id read from a
-//     worker's stdin.
+//     worker's stdin;
+//   - only when asked for (OnlyNamed): a stage with RATE = 200/s on a full
+//     queue, its messages handed out each second against the RATE, and the
+//     dispatcher's CPU meanwhile.
 //
 // The dispatcher runs as a child process ("pepsi dispatch"), so that its
 // CPU time (/proc/PID/stat) and peak RSS (VmHWM) are its own.
@@ -72,14 +75,19 @@ type Options struct {
 	ClaimRows      int           // pending rows of the large claim; 0 skips the claim figure
 	IngressTime    time.Duration // how long each pgbench run of the ingress step lasts
 	IngressRuns    int           // pgbench runs of each ingress transaction (the median counts)
-	Only           []string      // run only these steps (Steps); nil: all
+	RateTime       time.Duration // how long the rate step runs its stage at its RATE (whole seconds)
+	Only           []string      // run only these steps (Steps); nil: all but those OnlyNamed
 }
 
 // Steps are the benchmark's steps, in the order they run. The claim runs
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "claim"}
+
+// OnlyNamed are the steps that run only when Only names them: rate
+// measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s).
+var OnlyNamed = []string{"rate"}
 
 // Defaults are the sizes "make bench" runs with.
 var Defaults = Options{
@@ -99,6 +107,7 @@ var Defaults = Options{
 	ClaimRows:      1_000_000,
 	IngressTime:    10 * time.Second,
 	IngressRuns:    1,
+	RateTime:       30 * time.Second,
 }
 
 func (o *Options) defaults() {
@@ -129,6 +138,9 @@ func (o *Options) defaults() {
 	}
 	if o.LoadTime == 0 {
 		o.LoadTime = d.LoadTime
+	}
+	if o.RateTime == 0 {
+		o.RateTime = d.RateTime
 	}
 	if o.LoadFraction == 0 {
 		o.LoadFraction = d.LoadFraction
@@ -193,10 +205,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
-		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate,
 	}
 	for _, name := range Steps {
-		if o.Only != nil && !slices.Contains(o.Only, name) {
+		if o.Only != nil && !slices.Contains(o.Only, name) || o.Only == nil && slices.Contains(OnlyNamed, name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

@@ -27,6 +27,7 @@ type pipeline struct {
 	parallelism []int // per stage
 	queueLimit  int
 	trace       string // the stages' trace file (TraceEnv), or ""
+	rate        string // the first stage's RATE, or ""
 }
 
 // workers is how many workers the pipeline may run.
@@ -65,6 +66,9 @@ func (b *bench) conf(p pipeline) (string, error) {
 		}
 		fmt.Fprintf(&c, "\n[stage-%s]\nPROGRAM = %s\nPARALLELISM = %d\nQUEUE_LIMIT = %d\nMAX_MESSAGES = %d\n",
 			s, prog, p.parallelism[i], p.queueLimit, maxMessages)
+		if i == 0 && p.rate != "" {
+			fmt.Fprintf(&c, "RATE = %s\n", p.rate)
+		}
 	}
 	path := b.path(strings.ReplaceAll(p.name, " ", "-") + ".conf")
 	return path, os.WriteFile(path, []byte(c.String()), 0o644)
@@ -205,13 +209,19 @@ func (b *bench) enqueueBatch(ctx context.Context, n int) (int64, error) {
 
 // waitIdle waits until every message is done or failed.
 func (b *bench) waitIdle(ctx context.Context, d *dispatchProc, timeout time.Duration) error {
+	return d.waitFor(ctx, "messages not done", timeout, b.idle)
+}
+
+// waitFor waits until cond holds, checking every 20 ms; it fails when the
+// dispatcher exits or, saying what is not so, after timeout.
+func (d *dispatchProc) waitFor(ctx context.Context, what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		idle, err := b.idle(ctx)
+		ok, err := cond(ctx)
 		if err != nil {
 			return err
 		}
-		if idle {
+		if ok {
 			return nil
 		}
 		if err := d.alive(); err != nil {
@@ -219,7 +229,7 @@ func (b *bench) waitIdle(ctx context.Context, d *dispatchProc, timeout time.Dura
 		}
 		if time.Now().After(deadline) {
 			data, _ := os.ReadFile(d.log)
-			return fmt.Errorf("messages not done after %v:\n%s", timeout, tail(data))
+			return fmt.Errorf("%s after %v:\n%s", what, timeout, tail(data))
 		}
 		select {
 		case <-ctx.Done():

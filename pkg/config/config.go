@@ -74,6 +74,7 @@ type Stage struct {
 	Retries     int           // RETRIES, default 0: failed passes that pause the message for a retry instead of failing it
 	RetryDelay  time.Duration // RETRY_DELAY, default 10s: the first retry's delay, doubled for each later one
 	RetryMax    time.Duration // RETRY_DELAY_MAX, default 1h: the longest retry delay
+	Rate        Rate          // RATE, default none: at most this many messages handed out a period
 	Line        int           // line of the [stage-NAME] header
 }
 

@@ -145,6 +145,7 @@ PARALLELISM = 16
 RETRIES = 3
 RETRY_DELAY = 2s
 RETRY_DELAY_MAX = 1m
+RATE = 50/s
 PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 `)
 	wantD := Dispatch{
@@ -179,6 +180,7 @@ PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 		Retries:     3,
 		RetryDelay:  2 * time.Second,
 		RetryMax:    time.Minute,
+		Rate:        Rate{Count: 50, Per: time.Second},
 		Line:        20, // the raw string starts with a newline
 	}}
 	if !reflect.DeepEqual(c.Stages, wantS) {
@@ -243,6 +245,38 @@ func TestDurations(t *testing.T) {
 		}
 		if c.Dispatch.MaxRuntime != tt.want {
 			t.Errorf("%q = %v, want %v", tt.in, c.Dispatch.MaxRuntime, tt.want)
+		}
+	}
+}
+
+func TestRates(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Rate
+	}{
+		{"50/s", Rate{50, time.Second}},
+		{"1/m", Rate{1, time.Minute}},
+		{"3600/h", Rate{3600, time.Hour}},
+		{"7 / s", Rate{7, time.Second}},
+		{"200/s   ; at most", Rate{200, time.Second}},
+		{"+5/s", Rate{5, time.Second}},
+	}
+	for _, tt := range tests {
+		c, err := Parse("p.conf", []byte("[stage-a]\nPROGRAM = a\nRATE = "+tt.in+"\n"))
+		if err != nil {
+			t.Errorf("%q: %v", tt.in, err)
+			continue
+		}
+		if got := c.Stages[0].Rate; got != tt.want || !got.Limited() {
+			t.Errorf("%q = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+	if r := mustParse(t, "[stage-a]\nPROGRAM = a\n").Stages[0].Rate; r.Limited() || r.String() != "" {
+		t.Errorf("no RATE: %+v %q, want no limit", r, r.String())
+	}
+	for r, want := range map[Rate]string{{50, time.Second}: "50/s", {1, time.Minute}: "1/m", {3, time.Hour}: "3/h"} {
+		if r.String() != want {
+			t.Errorf("%+v.String() = %q, want %q", r, r.String(), want)
 		}
 	}
 }
@@ -388,6 +422,30 @@ func TestErrors(t *testing.T) {
 			`pepsi.conf:3: QUEUE_LIMIT: bad number "" (want an integer >= 1)`},
 		{"huge MAX_MESSAGES", "[stage-a]\nPROGRAM = a\nMAX_MESSAGES = 99999999999999999999\n",
 			`pepsi.conf:3: MAX_MESSAGES: "99999999999999999999" is out of range (want an integer >= 1)`},
+
+		// RATE.
+		{"RATE not a rate", "[stage-a]\nPROGRAM = a\nRATE = fast\n",
+			`pepsi.conf:3: RATE: bad rate "fast" (want COUNT/s, COUNT/m or COUNT/h, such as 50/s)`},
+		{"RATE without a period", "[stage-a]\nPROGRAM = a\nRATE = 50\n",
+			`pepsi.conf:3: RATE: bad rate "50" (want COUNT/s, COUNT/m or COUNT/h, such as 50/s)`},
+		{"zero RATE", "[stage-a]\nPROGRAM = a\n\nRATE = 0/s\n",
+			`pepsi.conf:4: RATE: the count must be an integer >= 1, not "0/s"`},
+		{"negative RATE", "[stage-a]\nPROGRAM = a\nRATE = -1/s\n",
+			`pepsi.conf:3: RATE: the count must be an integer >= 1, not "-1/s"`},
+		{"RATE a day", "[stage-a]\nPROGRAM = a\nRATE = 5/d\n",
+			`pepsi.conf:3: RATE: bad period "d" in "5/d" (want s, m or h)`},
+		{"RATE a duration", "[stage-a]\nPROGRAM = a\nRATE = 5/1s\n",
+			`pepsi.conf:3: RATE: bad period "1s" in "5/1s" (want s, m or h)`},
+		{"decimal RATE", "[stage-a]\nPROGRAM = a\nRATE = 2.5/s\n",
+			`pepsi.conf:3: RATE: bad count "2.5" in "2.5/s" (want an integer >= 1 before the '/')`},
+		{"empty RATE", "[stage-a]\nPROGRAM = a\nRATE =\n",
+			`pepsi.conf:3: RATE: bad rate "" (want COUNT/s, COUNT/m or COUNT/h, such as 50/s)`},
+		{"huge RATE", "[stage-a]\nPROGRAM = a\nRATE = 99999999999999999999/s\n",
+			`pepsi.conf:3: RATE: "99999999999999999999/s" is out of range (want an integer >= 1 before the '/')`},
+		{"lower-case RATE", "[stage-a]\nPROGRAM = a\nrate = 5/s\n",
+			`pepsi.conf:3: unknown key "rate" in [stage-a] (did you mean "RATE"? keys are upper case)`},
+		{"RATE in dispatch", "[pepsi-dispatch]\nRATE = 5/s\n",
+			`pepsi.conf:2: unknown key "RATE" in [pepsi-dispatch]`},
 
 		// PROGRAM.
 		{"no PROGRAM", "[stage-a]\nPROGRAM = a\n\n[stage-b]\nPARALLELISM = 2\n[database]\n",

@@ -54,7 +54,7 @@ var keys = map[string][]string{
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
 		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL", "STAGES"},
 	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
-	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX"},
+	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE"},
 }
 
 // rawKey is a key line found by the scanner.
@@ -407,13 +407,15 @@ func setDispatch(d *Dispatch, key, v string) string {
 	return ""
 }
 
-// setStage sets one numeric [stage-NAME] key, or says what is wrong.
+// setStage sets one [stage-NAME] key but PROGRAM, or says what is wrong.
 func setStage(st *Stage, key, v string) string {
 	switch key {
 	case "RETRY_DELAY":
 		return setDuration(&st.RetryDelay, key, v, false)
 	case "RETRY_DELAY_MAX":
 		return setDuration(&st.RetryMax, key, v, false)
+	case "RATE":
+		return setRate(&st.Rate, key, v)
 	case "RETRIES":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

@@ -23,16 +23,27 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	// A resume or a due poll may find work at any stage with room.
 	any := resume || w.pollDue(now)
 	caps := d.caps[:0]
+	d.tokensAt = time.Time{}
 	for _, p := range d.pools {
 		if c := p.capacity(now); c > 0 && (p.more || any) {
-			caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
+			if p.rate != nil {
+				c = d.rated(p, c, now)
+			}
+			if c > 0 {
+				caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
+			}
 		}
 	}
 	d.caps = caps
+	if !resume && len(caps) == 0 && d.tokensSoon(now) {
+		// Only stages waiting for tokens have room: a poll now would
+		// find nothing to claim, and they have work.
+		w.hold(now, d.tokensAt)
+	}
 	if !resume && len(caps) == 0 && !w.needsTurn(now) {
 		return
 	}
-	if !resume && w.write == queue.ArmKeep && d.small(caps) {
+	if !resume && w.write == queue.ArmKeep && d.small(caps, now) {
 		// Answers trickle in under load: wait a little for a batch worth a
 		// round trip (workers have QUEUE_LIMIT ids each to go on with).
 		if d.claimAt.IsZero() {
@@ -57,13 +68,13 @@ func (d *Dispatcher) startClaim(now time.Time) {
 const claimDelay = 2 * time.Millisecond
 
 // small reports whether caps add up to less than an eighth of the room of
-// their stages.
-func (d *Dispatcher) small(caps []queue.StageCap) bool {
+// their stages (a stage's tokens, when they are fewer: waiting would not
+// make its cap grow).
+func (d *Dispatcher) small(caps []queue.StageCap, now time.Time) bool {
 	got, room := 0, 0
 	for _, c := range caps {
-		p := d.byName[c.Stage]
 		got += c.Cap
-		room += p.cfg.Parallelism * p.cfg.QueueLimit
+		room += d.byName[c.Stage].room(now)
 	}
 	return 8*got < room
 }
@@ -79,7 +90,7 @@ func (d *Dispatcher) finishClaim(j *job, now time.Time) {
 		return
 	}
 	d.backoff.reset()
-	d.waker.done(t, res, res.Resumed > 0 || len(res.Claimed) > 0, now)
+	d.waker.done(t, res, res.Resumed > 0 || len(res.Claimed) > 0 || d.tokensSoon(now), now)
 	d.resumed(j)
 	d.claimedMore(j)
 	d.handOut(res.Claimed, now)
@@ -168,6 +179,9 @@ func (d *Dispatcher) assign(p *pool, id int64, now time.Time) bool {
 		return false
 	}
 	w.hand(id, now)
+	if p.rate != nil {
+		p.rate.take(1, now)
+	}
 	if w.inflight.len() == 1 {
 		d.due(now.Add(d.cfg.Dispatch.MaxRuntime))
 	}

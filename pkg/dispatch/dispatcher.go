@@ -100,6 +100,7 @@ type queueWork struct {
 	backlog    int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
 	nextPaused time.Time        // when the next paused row falls due (zero: none)
 	checkPause bool             // resume whatever is due with the next claim
+	tokensAt   time.Time        // when a stage the last claim left out for want of tokens has them back (zero: none was)
 }
 
 // sweeps is when the chore lane's steps are due and what they found.
@@ -168,10 +169,14 @@ func New(opts Options) (*Dispatcher, error) {
 	d.token = queue.NewToken()
 	for _, s := range opts.Config.Owned() {
 		p := &pool{cfg: s, more: true, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
+		if s.Rate.Limited() {
+			p.rate = newBucket(s.Rate.Count, s.Rate.Per)
+		}
 		d.pools = append(d.pools, p)
 		d.backlog += s.Parallelism * s.QueueLimit
 		d.byName[s.Name] = p
 	}
+	d.startRates(d.now())
 	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN())
 	return d, nil
 }
@@ -281,6 +286,7 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	}
 	d.checkPause = true
 	d.waker.start(d.now())
+	d.startRates(d.now())
 	d.nextOrphans = d.now().Add(dc.OrphanSweep)
 	d.nextExpire = d.now()
 	d.obs.Health(true)

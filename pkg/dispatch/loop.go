@@ -140,6 +140,9 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 			if !d.stopping {
 				soon(d.waker.pollAt)
 				soon(d.claimAt)
+				if now.Before(d.tokensAt) {
+					soon(d.tokensAt)
+				}
 				if d.waker.write != queue.ArmKeep {
 					soon(now)
 				}

@@ -53,7 +53,13 @@ type unit struct {
 
 func newUnit(t *testing.T) *unit {
 	t.Helper()
-	cfg, err := config.Parse("unit.conf", []byte(unitConf))
+	return newUnitConf(t, unitConf)
+}
+
+// newUnitConf is newUnit with another configuration.
+func newUnitConf(t *testing.T, conf string) *unit {
+	t.Helper()
+	cfg, err := config.Parse("unit.conf", []byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ type pool struct {
 	more      bool      // pending rows may be waiting: worth a claim
 	marked    uint64    // Dispatcher.marks when more was last set by a settle or resume
 	retry     queue.RetryPolicy
+	rate      *bucket // RATE's tokens; nil: no RATE
 }
 
 // live counts the workers that hold a PARALLELISM slot: all but those told to stop.

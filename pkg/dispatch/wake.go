@@ -132,6 +132,14 @@ func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.T
 	}
 }
 
+// hold puts a due hot poll off until t, when the dispatcher has work to
+// claim (a stage's tokens return) and nothing before: it stays hot.
+func (w *waker) hold(now, t time.Time) {
+	if w.mode == wakeHot && w.pollDue(now) {
+		w.pollAt = t
+	}
+}
+
 // needsTurn reports whether the waker alone calls for a turn: a flag to
 // write, or a poll while arming (its snapshot is needed even when no stage
 // has room). A hot poll with no stage to claim for counts as a turn that
