@@ -136,8 +136,7 @@ func (d *Dispatcher) claimedMore(j *job) {
 }
 
 // handOut gives claimed messages to workers, in (priority, id) order per
-// stage; what
-// cannot be handed out goes back.
+// stage; what cannot be handed out goes back.
 func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 	if len(claimed) == 0 {
 		return
