@@ -111,8 +111,14 @@ func (d *Dispatcher) turn(now time.Time) {
 // from RECONNECT_MIN to RECONNECT_MAX while failures go on.
 func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	wait := d.backoff.next()
-	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 	d.retryAt = now.Add(wait)
+	if queue.IsFenced(err) {
+		// The lock session died under the statement: the listener's
+		// reconnect is what counts it, and re-takes the lock.
+		d.log.Warn("database: "+what+" refused: the lock session is gone; retrying", "next_in", wait.Round(time.Millisecond))
+		return
+	}
+	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 	d.obs.QueueRetry(reason(err))
 }
 

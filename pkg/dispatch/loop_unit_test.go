@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -348,6 +350,33 @@ func TestFinishClaimFailed(t *testing.T) {
 	}
 	if !strings.Contains(u.log.String(), "database: claim failed; retrying") {
 		t.Errorf("log: %s", u.log)
+	}
+}
+
+// retryCounter counts QueueRetry calls.
+type retryCounter struct {
+	nopObserver
+	n int
+}
+
+func (r *retryCounter) QueueRetry(string) { r.n++ }
+
+// A statement the fence refuses (the lock session died under it) backs off
+// like any failure, but is the listener's reconnect, not a queue retry.
+func TestDBFailedFenced(t *testing.T) {
+	u := newUnit(t)
+	obs := &retryCounter{}
+	u.obs = obs
+	u.dbFailed(u.at, "settle", &pgconn.PgError{Code: "55P03", Message: "pepsi: the lock session is gone"})
+	if obs.n != 0 || !u.retryAt.After(u.at) {
+		t.Errorf("fenced: %d queue retries, retry at %s; want 0 and a backoff", obs.n, u.retryAt.Sub(u.at))
+	}
+	if !strings.Contains(u.log.String(), "database: settle refused: the lock session is gone") {
+		t.Errorf("log: %s", u.log)
+	}
+	u.dbFailed(u.at, "settle", errors.New("connection refused"))
+	if obs.n != 1 {
+		t.Errorf("a network failure: %d queue retries, want 1", obs.n)
 	}
 }
 

@@ -39,7 +39,8 @@ type Observer interface {
 	// lock and LISTENs) failed for reason and is being re-made.
 	ListenerReconnect(reason string)
 	// QueueRetry: a queue statement (a claim, settle, sweep or flush)
-	// failed for reason and is retried after a backoff.
+	// failed for reason and is retried after a backoff (one refused by
+	// the fence because the lock session died is the listener's reconnect).
 	QueueRetry(reason string)
 	// OrphansRescued: n running rows no worker held were reset.
 	OrphansRescued(n int64)
