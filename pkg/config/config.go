@@ -75,6 +75,9 @@ type Stage struct {
 	RetryDelay  time.Duration // RETRY_DELAY, default 10s: the first retry's delay, doubled for each later one
 	RetryMax    time.Duration // RETRY_DELAY_MAX, default 1h: the longest retry delay
 	Rate        Rate          // RATE, default none: at most this many messages handed out a period
+	KeyHeader   string        // KEY = header:NAME, default none: the header whose value is a message's key here
+	KeyLimit    int           // KEY_LIMIT, default 1: the most messages of one key in flight here
+	KeyLine     int           // line of KEY_LIMIT, for the error when there is no KEY
 	Line        int           // line of the [stage-NAME] header
 }
 
@@ -90,6 +93,7 @@ const (
 	DefaultRetention         = 7 * 24 * time.Hour // DefaultRetention is the default RETENTION.
 	DefaultParallelism       = 4                  // DefaultParallelism is the default PARALLELISM.
 	DefaultQueueLimit        = 4                  // DefaultQueueLimit is the default QUEUE_LIMIT.
+	DefaultKeyLimit          = 1                  // DefaultKeyLimit is the default KEY_LIMIT.
 	DefaultMaxMessages       = 1000               // DefaultMaxMessages is the default MAX_MESSAGES.
 	DefaultOrphanSweep       = time.Minute        // DefaultOrphanSweep is the default ORPHAN_SWEEP.
 	DefaultReconnectMin      = time.Second        // DefaultReconnectMin is the default RECONNECT_MIN.
@@ -146,6 +150,7 @@ func newStage(name string, line int) Stage {
 		MaxMessages: DefaultMaxMessages,
 		RetryDelay:  DefaultRetryDelay,
 		RetryMax:    DefaultRetryMax,
+		KeyLimit:    DefaultKeyLimit,
 		Line:        line,
 	}
 }

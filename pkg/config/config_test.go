@@ -69,6 +69,7 @@ func TestSpecExample(t *testing.T) {
 			MaxMessages: 1000,
 			RetryDelay:  10 * time.Second,
 			RetryMax:    time.Hour,
+			KeyLimit:    1,
 			Line:        10,
 		}},
 	}
@@ -146,6 +147,8 @@ RETRIES = 3
 RETRY_DELAY = 2s
 RETRY_DELAY_MAX = 1m
 RATE = 50/s
+KEY = header:customer
+KEY_LIMIT = 2
 PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 `)
 	wantD := Dispatch{
@@ -181,6 +184,9 @@ PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 		RetryDelay:  2 * time.Second,
 		RetryMax:    time.Minute,
 		Rate:        Rate{Count: 50, Per: time.Second},
+		KeyHeader:   "customer",
+		KeyLimit:    2,
+		KeyLine:     29,
 		Line:        20, // the raw string starts with a newline
 	}}
 	if !reflect.DeepEqual(c.Stages, wantS) {
@@ -245,6 +251,20 @@ func TestDurations(t *testing.T) {
 		}
 		if c.Dispatch.MaxRuntime != tt.want {
 			t.Errorf("%q = %v, want %v", tt.in, c.Dispatch.MaxRuntime, tt.want)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	c := mustParse(t, "[stage-a]\nPROGRAM = a\nKEY = header: customer.id\nKEY_LIMIT = 3\n[stage-b]\nPROGRAM = b\nKEY = header:X-Tenant\n[stage-c]\nPROGRAM = c\n")
+	for i, want := range []struct {
+		header string
+		limit  int
+		keyed  bool
+	}{{"customer.id", 3, true}, {"X-Tenant", 1, true}, {"", 1, false}} {
+		st := &c.Stages[i]
+		if st.KeyHeader != want.header || st.KeyLimit != want.limit || st.Keyed() != want.keyed {
+			t.Errorf("%s: KEY %q KEY_LIMIT %d keyed %v, want %+v", st.Name, st.KeyHeader, st.KeyLimit, st.Keyed(), want)
 		}
 	}
 }
@@ -442,6 +462,19 @@ func TestErrors(t *testing.T) {
 			`pepsi.conf:3: RATE: bad rate "" (want COUNT/s, COUNT/m or COUNT/h, such as 50/s)`},
 		{"huge RATE", "[stage-a]\nPROGRAM = a\nRATE = 99999999999999999999/s\n",
 			`pepsi.conf:3: RATE: "99999999999999999999/s" is out of range (want an integer >= 1 before the '/')`},
+		// KEY and KEY_LIMIT.
+		{"KEY payload", "[stage-a]\nPROGRAM = a\nKEY = payload\n",
+			`pepsi.conf:3: KEY: bad key "payload" (want header:NAME, such as header:customer)`},
+		{"KEY a column", "[stage-a]\nPROGRAM = a\nKEY = column:customer\n",
+			`pepsi.conf:3: KEY: bad key "column:customer" (want header:NAME, such as header:customer)`},
+		{"KEY without a name", "[stage-a]\nPROGRAM = a\nKEY = header:\n",
+			`pepsi.conf:3: KEY: bad header name "" in "header:" (want a header's name: no spaces, at most 255 bytes)`},
+		{"KEY_LIMIT 0", "[stage-a]\nPROGRAM = a\nKEY = header:customer\nKEY_LIMIT = 0\n",
+			`pepsi.conf:4: KEY_LIMIT: must be an integer >= 1, not "0"`},
+		{"KEY_LIMIT many", "[stage-a]\nPROGRAM = a\nKEY = header:customer\nKEY_LIMIT = many\n",
+			`pepsi.conf:4: KEY_LIMIT: bad number "many" (want an integer >= 1)`},
+		{"KEY_LIMIT without KEY", "[stage-a]\nPROGRAM = a\n\nKEY_LIMIT = 2\n",
+			`pepsi.conf:4: KEY_LIMIT without KEY in [stage-a] (KEY = header:NAME names what it limits)`},
 		{"lower-case RATE", "[stage-a]\nPROGRAM = a\nrate = 5/s\n",
 			`pepsi.conf:3: unknown key "rate" in [stage-a] (did you mean "RATE"? keys are upper case)`},
 		{"RATE in dispatch", "[pepsi-dispatch]\nRATE = 5/s\n",

@@ -54,7 +54,7 @@ var keys = map[string][]string{
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
 		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL", "STAGES"},
 	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
-	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE"},
+	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE", "KEY", "KEY_LIMIT"},
 }
 
 // rawKey is a key line found by the scanner.
@@ -169,6 +169,9 @@ func Parse(file string, data []byte) (*Config, error) {
 				} else {
 					msg = setStage(st, k.name, k.value())
 				}
+				if k.name == "KEY_LIMIT" {
+					st.KeyLine = k.line
+				}
 			}
 			if msg != "" {
 				return nil, bad(k.line, "%s", msg)
@@ -176,6 +179,9 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 		if st != nil && st.Program == nil {
 			return nil, bad(s.line, "no PROGRAM in [%s]", s.name)
+		}
+		if st != nil && st.KeyLine > 0 && !st.Keyed() {
+			return nil, bad(st.KeyLine, "KEY_LIMIT without KEY in [%s] (KEY = header:NAME names what it limits)", s.name)
 		}
 	}
 	if d := &c.Dispatch; d.ReconnectMin > d.ReconnectMax {
@@ -416,6 +422,8 @@ func setStage(st *Stage, key, v string) string {
 		return setDuration(&st.RetryMax, key, v, false)
 	case "RATE":
 		return setRate(&st.Rate, key, v)
+	case "KEY":
+		return setKey(st, key, v)
 	case "RETRIES":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -440,6 +448,8 @@ func setStage(st *Stage, key, v string) string {
 		st.QueueLimit = n
 	case "MAX_MESSAGES":
 		st.MaxMessages = n
+	case "KEY_LIMIT":
+		st.KeyLimit = n
 	}
 	return ""
 }
