@@ -30,7 +30,11 @@ func (d *Dispatcher) startClaim(now time.Time) {
 				c = d.rated(p, c, now)
 			}
 			if c > 0 {
-				caps = append(caps, queue.StageCap{Stage: p.cfg.Name, Cap: c})
+				sc := queue.StageCap{Stage: p.cfg.Name, Cap: c}
+				if p.keys != nil {
+					sc.KeyLimit, sc.Held = p.keys.limit, p.keys.snapshot()
+				}
+				caps = append(caps, sc)
 			}
 		}
 	}
@@ -143,6 +147,7 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 	}
 	d.tally.global.Claimed += int64(len(claimed))
 	d.tally.dirty = true
+	d.holdClaimed(claimed)
 	slices.SortFunc(claimed, func(a, b queue.Claimed) int {
 		return cmp.Or(cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
 	})

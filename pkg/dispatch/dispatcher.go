@@ -172,6 +172,9 @@ func New(opts Options) (*Dispatcher, error) {
 		if s.Rate.Limited() {
 			p.rate = newBucket(s.Rate.Count, s.Rate.Per)
 		}
+		if s.Keyed() {
+			p.keys = newKeys(s.KeyLimit)
+		}
 		d.pools = append(d.pools, p)
 		d.backlog += s.Parallelism * s.QueueLimit
 		d.byName[s.Name] = p
@@ -274,6 +277,9 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	}
 	if err := lis.Listen(ctx, d.janitor.Load()); err != nil {
 		return db, lis, fmt.Errorf("listen on %q: %w", dc.IngressChannel, err)
+	}
+	if err := d.setKeys(ctx, db); err != nil {
+		return db, lis, err
 	}
 	n, err := db.ResetRunning(ctx, d.owned...)
 	if err != nil {

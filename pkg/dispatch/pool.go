@@ -18,6 +18,7 @@ type pool struct {
 	marked    uint64    // Dispatcher.marks when more was last set by a settle or resume
 	retry     queue.RetryPolicy
 	rate      *bucket // RATE's tokens; nil: no RATE
+	keys      *keys   // KEY's held keys; nil: no KEY
 }
 
 // live counts the workers that hold a PARALLELISM slot: all but those told to stop.

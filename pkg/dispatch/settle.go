@@ -31,6 +31,7 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	}
 	d.spare = t.Settles[:0]
 	d.backoff.reset()
+	d.releaseSettled(res.Settled)
 	for i := range res.Settled {
 		s := &res.Settled[i]
 		d.tally.settled(s)

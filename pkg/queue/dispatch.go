@@ -13,6 +13,17 @@ import (
 type StageCap struct {
 	Stage string
 	Cap   int
+	// KeyLimit, at a stage with KEY, is the most messages of one key in
+	// flight there (0: no KEY); Held counts those the dispatcher holds now,
+	// by key.
+	KeyLimit int
+	Held     []HeldKey
+}
+
+// HeldKey is a key with messages in flight at a stage, and how many.
+type HeldKey struct {
+	Key string
+	N   int
 }
 
 // Claimed is a message the claim moved from pending to running.
@@ -21,6 +32,8 @@ type Claimed struct {
 	Stage    string
 	Priority int32   // its priority: handed out in (priority, id) order
 	Waited   float64 // seconds it was pending before the claim
+	Key      string  // its key at a stage with KEY, when Keyed
+	Keyed    bool    // it has a key there (the message has the KEY header)
 }
 
 // claimSQL takes, for each stage, up to its cap of pending rows in
@@ -50,15 +63,56 @@ WITH picked AS (
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
             ORDER BY s.stage, s.priority, s.id
             LIMIT c.cap) p
-), upd AS (
+` + claimUpdateSQL
+
+// claimUpdateSQL is the claim's second half: the picked rows to running.
+const claimUpdateSQL = `), upd AS (
     UPDATE pepsi.state s
        SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = 'pending'
-    RETURNING s.id, s.stage, s.priority
+    RETURNING s.id, s.stage, s.priority, s.flow_key
 )
-SELECT id, NULL::text, NULL::int, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
+SELECT id, NULL::text, NULL::int, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
 UNION ALL
-SELECT id, stage, priority, NULL FROM upd`
+SELECT id, stage, priority, flow_key, NULL FROM upd`
+
+// claimKeyedSQL is claimSQL with stages that have KEY ($3 to $8): there
+// a message of key k is taken only while fewer than KEY_LIMIT of k are in
+// flight (the dispatcher's count: $6 to $8, stage, key and how many)
+// and, of the room left, as many earlier messages of k are not pending or
+// paused at the stage (one probe of state_flow). With KEY_LIMIT = 1 that
+// is: k is not in flight and this is its earliest unfinished message
+// there, so a key's messages pass one at a time in ingress order, and a
+// paused retry holds its key's place. Messages without a key pass freely.
+// The walk reads past the rows of keys that are held, stopping at the cap.
+const claimKeyedSQL = `
+WITH picked AS (
+    SELECT p.ctid, p.id, p.updated_at
+      FROM unnest($1::text[], $2::int[]) AS c(stage, cap)
+     CROSS JOIN LATERAL (
+           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
+            WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
+            ORDER BY s.stage, s.priority, s.id
+            LIMIT c.cap) p
+    UNION ALL
+    SELECT p.ctid, p.id, p.updated_at
+      FROM unnest($3::text[], $4::int[], $5::int[]) AS c(stage, cap, lim)
+     CROSS JOIN LATERAL (
+           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
+            CROSS JOIN LATERAL (
+                  SELECT c.lim - coalesce((SELECT h.n FROM unnest($6::text[], $7::text[], $8::int[]) AS h(stage, k, n)
+                                            WHERE h.stage = c.stage AND h.k = s.flow_key), 0)) AS r(room)
+            WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
+              AND (s.flow_key IS NULL
+                   OR (r.room > 0
+                       AND (SELECT count(*) FROM (
+                              SELECT FROM pepsi.state e
+                               WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
+                                 AND e.status IN ('pending', 'paused')
+                               LIMIT r.room) e) < r.room))
+            ORDER BY s.stage, s.priority, s.id
+            LIMIT c.cap) p
+` + claimUpdateSQL
 
 // Claim moves pending rows to running on q, each stage up to its cap, and
 // appends them to dst (in no defined order). q may be a transaction of the
@@ -66,26 +120,58 @@ SELECT id, stage, priority, NULL FROM upd`
 // times the claim so); a transient failure is returned, not retried. The
 // dispatcher claims with RunTurn.
 func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Claimed, error) {
-	args, ok := claimArgs(caps)
-	if !ok {
+	sql, args := claimArgs(caps)
+	if sql == "" {
 		return dst, nil
 	}
-	rows, err := q.Query(ctx, claimSQL, args...)
+	rows, err := q.Query(ctx, sql, args...)
 	dst, _, err = scanClaimed(rows, err, dst, nil)
 	return dst, err
 }
 
-// claimArgs returns the claim's arguments, or false when no stage has a cap.
-func claimArgs(caps []StageCap) ([]any, bool) {
+// claimArgs returns the claim statement and its arguments: claimSQL while
+// no stage with a cap has KEY, claimKeyedSQL otherwise; "" when no stage
+// has a cap.
+func claimArgs(caps []StageCap) (string, []any) {
 	stages := make([]string, 0, len(caps))
 	limits := make([]int32, 0, len(caps))
-	for _, c := range caps {
-		if c.Cap > 0 {
+	var keyed, keyCaps, keyLimits []int32
+	n := 0
+	for i, c := range caps {
+		switch {
+		case c.Cap <= 0:
+		case c.KeyLimit > 0:
+			keyed = append(keyed, int32(i))
+			n++
+		default:
 			stages = append(stages, c.Stage)
 			limits = append(limits, int32(c.Cap))
+			n++
 		}
 	}
-	return []any{stages, limits}, len(stages) > 0
+	if n == 0 {
+		return "", nil
+	}
+	if keyed == nil {
+		return claimSQL, []any{stages, limits}
+	}
+	var keyStages, heldStages, held []string
+	var counts []int32
+	for _, i := range keyed {
+		c := &caps[i]
+		keyStages = append(keyStages, c.Stage)
+		keyCaps = append(keyCaps, int32(c.Cap))
+		keyLimits = append(keyLimits, int32(c.KeyLimit))
+		for _, h := range c.Held {
+			heldStages = append(heldStages, c.Stage)
+			held = append(held, h.Key)
+			counts = append(counts, int32(h.N))
+		}
+	}
+	if held == nil {
+		heldStages, held, counts = []string{}, []string{}, []int32{}
+	}
+	return claimKeyedSQL, []any{stages, limits, keyStages, keyCaps, keyLimits, heldStages, held, counts}
 }
 
 // scanClaimed reads claimSQL's rows: the claimed rows are appended to dst
@@ -99,11 +185,14 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 	start := len(dst)
 	for rows.Next() {
 		var c Claimed
-		var stage *string
+		var stage, key *string
 		var prio *int32
 		var waited *float64
-		if err := rows.Scan(&c.ID, &stage, &prio, &waited); err != nil {
+		if err := rows.Scan(&c.ID, &stage, &prio, &key, &waited); err != nil {
 			return dst, waits, err
+		}
+		if key != nil {
+			c.Key, c.Keyed = *key, true
 		}
 		if stage == nil {
 			c.Waited = *waited
@@ -250,6 +339,10 @@ WITH cur AS (
            dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
+           flow_key = CASE WHEN x.advanced OR x.verdict = 'advance'
+                           THEN (SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
+                                  WHERE k.stage = CASE WHEN x.advanced THEN s.stage ELSE x.target END AND m.id = s.id)
+                           ELSE s.flow_key END,
            updated_at = now(), handed = NULL
       FROM cur x
      WHERE s.id = x.id AND x.status = 'running'
@@ -323,13 +416,20 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 func (db *DB) ResetRunning(ctx context.Context, stages ...string) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.execFenced(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now(), handed = NULL
+		tag, err := db.execFenced(ctx, `UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
+			flow_key = `+flowKeyHere+`
 			WHERE status = 'running' AND ($1::text[] IS NULL OR `+handedAt+` = ANY($1))`, stages)
 		n = tag.RowsAffected()
 		return err
 	})
 	return n, err
 }
+
+// flowKeyHere is the key a row of pepsi.state s has at its stage (see
+// sql/008_flow_key.sql): the resets set it, since a stage program may
+// have moved the row on before it was orphaned.
+const flowKeyHere = `(SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
+                  WHERE k.stage = s.stage AND m.id = s.id)`
 
 // handedAt is the stage a running row was handed out at: its owner's.
 const handedAt = "coalesce(handed, stage)"

@@ -142,6 +142,18 @@ func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 			cols = append(cols, "priority") // else the column default, 0
 			state = append(state, b.Priority)
 		}
+		if len(b.Headers) > 0 {
+			// Their key at a stage with KEY (the same for every message:
+			// they share their headers), read in this transaction.
+			var key *string
+			if err := tx.QueryRow(ctx, flowKeySQL, b.Stage, h).Scan(&key); err != nil && err != pgx.ErrNoRows {
+				return err
+			}
+			if key != nil {
+				cols = append(cols, "flow_key")
+				state = append(state, *key)
+			}
+		}
 		states := &copySource{n: len(ids), row: func(i int) []any {
 			state[0] = ids[i]
 			return state

@@ -17,7 +17,8 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 	}
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.execFenced(ctx, `UPDATE pepsi.state SET status = 'pending', updated_at = now(), handed = NULL
+		tag, err := db.execFenced(ctx, `UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
+			flow_key = `+flowKeyHere+`
 			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
 			  AND ($3::text[] IS NULL OR `+handedAt+` = ANY($3))`, held, olderThan, stages)
 		n = tag.RowsAffected()

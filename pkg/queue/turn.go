@@ -81,7 +81,8 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 // RunTurn sends t as one batch (one transaction, after the fence: see
 // SetFence) and fills res.
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
-	claim, hasClaim := claimArgs(t.Caps)
+	claimStmt, claim := claimArgs(t.Caps)
+	hasClaim := claimStmt != ""
 	var settle []any
 	var foreign []int64
 	if len(t.Settles) > 0 {
@@ -118,7 +119,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 			b.Queue(snapshotSQL)
 		}
 		if hasClaim {
-			b.Queue(claimSQL, claim...)
+			b.Queue(claimStmt, claim...)
 		}
 		if b.Len() == 0 || (f != nil && b.Len() == 1) {
 			return nil

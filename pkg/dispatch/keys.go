@@ -1,0 +1,98 @@
+package dispatch
+
+import (
+	"context"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// keys is what a stage with KEY holds: the key of each message of its in
+// flight (claimed and not yet settled) that has one, and how many of each.
+// The claim takes a key's messages only while fewer than KEY_LIMIT are
+// held (queue.StageCap.Held); a settle gives them back.
+type keys struct {
+	limit int
+	of    map[int64]string
+	held  map[string]int
+	buf   []queue.HeldKey // the claim's copy of held (one claim at a time)
+}
+
+func newKeys(limit int) *keys {
+	return &keys{limit: limit, of: make(map[int64]string), held: make(map[string]int)}
+}
+
+// hold books a claimed message's key.
+func (k *keys) hold(id int64, key string) {
+	k.of[id] = key
+	k.held[key]++
+}
+
+// release gives back a settled message's key, reporting whether it had one.
+func (k *keys) release(id int64) bool {
+	key, ok := k.of[id]
+	if !ok {
+		return false
+	}
+	delete(k.of, id)
+	if k.held[key] <= 1 {
+		delete(k.held, key)
+	} else {
+		k.held[key]--
+	}
+	return true
+}
+
+// snapshot copies held for a claim: the claim lane reads it while the loop
+// goes on changing held.
+func (k *keys) snapshot() []queue.HeldKey {
+	k.buf = k.buf[:0]
+	for key, n := range k.held {
+		k.buf = append(k.buf, queue.HeldKey{Key: key, N: n})
+	}
+	return k.buf
+}
+
+// holdClaimed books the keys of claimed messages at stages with KEY.
+func (d *Dispatcher) holdClaimed(claimed []queue.Claimed) {
+	for i := range claimed {
+		c := &claimed[i]
+		if !c.Keyed {
+			continue
+		}
+		if p := d.byName[c.Stage]; p != nil && p.keys != nil {
+			p.keys.hold(c.ID, c.Key)
+		}
+	}
+}
+
+// releaseSettled gives back the keys of settled messages; their stage may
+// have claimable messages of those keys now.
+func (d *Dispatcher) releaseSettled(settled []queue.Settled) {
+	for i := range settled {
+		s := &settled[i]
+		if p := d.byName[s.Handed]; p != nil && p.keys != nil && p.keys.release(s.ID) {
+			d.markMore(p)
+		}
+	}
+}
+
+// setKeys writes the KEY of this dispatcher's stages to the database
+// (queue.DB.SetFlowKeys), where ingress and settles read it.
+func (d *Dispatcher) setKeys(ctx context.Context, db *queue.DB) error {
+	stages := make([]string, 0, len(d.pools))
+	var fks []queue.FlowKey
+	for _, p := range d.pools {
+		stages = append(stages, p.cfg.Name)
+		if p.keys != nil {
+			fks = append(fks, queue.FlowKey{Stage: p.cfg.Name, Header: p.cfg.KeyHeader, Limit: p.keys.limit})
+		}
+	}
+	changed, rows, err := db.SetFlowKeys(ctx, stages, fks)
+	if err != nil {
+		return err
+	}
+	if len(changed) > 0 {
+		d.log.Info("KEY changed: unfinished messages re-keyed", "stages", changed, "rows", rows)
+	}
+	return nil
+}
