@@ -1,0 +1,170 @@
+package queue_test
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+)
+
+// keyedClaim claims at the keyed stage with cap n, KEY_LIMIT lim and held,
+// and returns the ids claimed, in id order, and their keys.
+func keyedClaim(t *testing.T, db *pgtest.DB, stage string, n, lim int, held ...queue.HeldKey) ([]int64, map[int64]string) {
+	t.Helper()
+	c, err := queue.Claim(testCtx(t), db.Pool, []queue.StageCap{{Stage: stage, Cap: n, KeyLimit: lim, Held: held}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	keys := map[int64]string{}
+	for _, x := range c {
+		ids = append(ids, x.ID)
+		if x.Keyed {
+			keys[x.ID] = x.Key
+		}
+	}
+	slices.Sort(ids)
+	return ids, keys
+}
+
+// TestClaimKeyed: at a stage with KEY the claim takes a key's earliest
+// unfinished message only, none of a key the dispatcher holds at its
+// limit, every message without the header, and with KEY_LIMIT = 2 two of
+// a key; a paused message holds its key's place. Every way a message
+// becomes pending at the stage gives it its key.
+func TestClaimKeyed(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	changed, _, err := db.SetFlowKeys(ctx, []string{"k", "plain"}, []queue.FlowKey{{Stage: "k", Header: "customer", Limit: 1}})
+	if err != nil || !slices.Equal(changed, []string{"k"}) {
+		t.Fatalf("SetFlowKeys = %v, %v", changed, err)
+	}
+	if changed, _, err := db.SetFlowKeys(ctx, []string{"k", "plain"}, []queue.FlowKey{{Stage: "k", Header: "customer", Limit: 1}}); err != nil || changed != nil {
+		t.Fatalf("SetFlowKeys again = %v, %v; want nothing changed", changed, err)
+	}
+	enq := func(stage, customer string, prio int32) int64 {
+		t.Helper()
+		h := map[string]string{}
+		if customer != "" {
+			h["customer"] = customer
+		}
+		id, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: stage, Headers: h, Priority: prio})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	a1 := enq("k", "a", 0)
+	b1 := enq("k", "b", 0)
+	a2 := enq("k", "a", -5) // a better priority does not jump its key's queue
+	n1 := enq("k", "", 0)   // no header: no key
+	bulk, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "k", Headers: map[string]string{"customer": "c"}, Payloads: make([][]byte, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sqlID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT pepsi.enqueue('k', 'x', '{"customer": "d"}')`).Scan(&sqlID); err != nil {
+		t.Fatal(err)
+	}
+	plain := enq("plain", "a", 0) // the same header at a stage without KEY: no key
+	var keyless int64
+	if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1) AND flow_key IS NULL", []int64{n1, plain}).Scan(&keyless); err != nil || keyless != 2 {
+		t.Fatalf("%d of the messages without a key have none (%v)", keyless, err)
+	}
+
+	// Key d is held at its limit: not taken. The rest: one of each key.
+	got, keys := keyedClaim(t, db, "k", 10, 1, queue.HeldKey{Key: "d", N: 1})
+	if want := []int64{a1, b1, n1, bulk[0]}; !slices.Equal(got, want) {
+		t.Fatalf("first claim %v, want %v", got, want)
+	}
+	if keys[a1] != "a" || keys[bulk[0]] != "c" || len(keys) != 3 {
+		t.Errorf("claimed keys %v", keys)
+	}
+	// Held by the dispatcher now: a, b, c (and d): nothing more but d.
+	got, _ = keyedClaim(t, db, "k", 10, 1, queue.HeldKey{Key: "a", N: 1}, queue.HeldKey{Key: "b", N: 1}, queue.HeldKey{Key: "c", N: 1})
+	if want := []int64{sqlID}; !slices.Equal(got, want) {
+		t.Fatalf("second claim %v, want %v", got, want)
+	}
+	// a1 fails and is paused for a retry: a2 still waits behind it.
+	settled, err := db.Settle(ctx, []queue.Settle{
+		{ID: a1, Stage: "k", Verdict: queue.PassFailed, Retry: queue.RetryPolicy{Retries: 1, Delay: 3600e9, Max: 3600e9}},
+		{ID: bulk[0], Stage: "k", Verdict: queue.Finish},
+	}, nil)
+	if err != nil || len(settled) != 2 || settled[0].After != queue.Paused {
+		t.Fatalf("Settle = %+v, %v", settled, err)
+	}
+	got, _ = keyedClaim(t, db, "k", 10, 1, queue.HeldKey{Key: "b", N: 1}, queue.HeldKey{Key: "d", N: 1})
+	if want := []int64{bulk[1]}; !slices.Equal(got, want) {
+		t.Fatalf("claim with a1 paused: %v, want %v (a2 waits behind a1)", got, want)
+	}
+	// With KEY_LIMIT = 2, key a has room for one more beside its paused a1.
+	got, _ = keyedClaim(t, db, "k", 10, 2, queue.HeldKey{Key: "b", N: 1}, queue.HeldKey{Key: "d", N: 1}, queue.HeldKey{Key: "c", N: 1})
+	if want := []int64{a2}; !slices.Equal(got, want) {
+		t.Fatalf("KEY_LIMIT 2 claim %v, want %v", got, want)
+	}
+
+	// Moving on into a keyed stage gives the message its key there; so
+	// does a redrive.
+	if _, _, err := db.SetFlowKeys(ctx, []string{"k", "plain"}, []queue.FlowKey{{Stage: "k", Header: "customer", Limit: 1}, {Stage: "plain", Header: "customer", Limit: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	var key *string
+	if err := db.Pool.QueryRow(ctx, "SELECT flow_key FROM pepsi.state WHERE id = $1", plain).Scan(&key); err != nil || key == nil || *key != "a" {
+		t.Fatalf("after KEY was set at plain, its pending message has key %v (%v), want a", key, err)
+	}
+	if _, err := db.Settle(ctx, []queue.Settle{{ID: b1, Stage: "k", Verdict: queue.Advance, Next: "plain"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Redrive(ctx, queue.RedriveParams{IDs: []int64{bulk[0]}, Status: queue.Done, ToStage: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	got, keys = keyedClaim(t, db, "plain", 10, 3)
+	if want := []int64{b1, bulk[0], plain}; !slices.Equal(got, want) || keys[b1] != "b" || keys[bulk[0]] != "c" || keys[plain] != "a" {
+		t.Fatalf("claim at plain: %v %v, want %v with keys", got, keys, want)
+	}
+	// KEY gone: the stage's unfinished messages lose their keys.
+	if _, _, err := db.SetFlowKeys(ctx, []string{"k", "plain"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var still int64
+	if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE flow_key IS NOT NULL AND status IN ('pending', 'running', 'paused')").Scan(&still); err != nil || still != 0 {
+		t.Fatalf("%d unfinished messages keep a key after KEY went (%v)", still, err)
+	}
+	if fks, err := db.FlowKeys(ctx); err != nil || len(fks) != 0 {
+		t.Fatalf("FlowKeys = %v, %v", fks, err)
+	}
+}
+
+// TestMigrateFlowKey: 008 upgrades a populated version 7 in place: no row
+// has a key until a dispatcher sets its stages' KEY, which keys them.
+// PEPSI_TEST_MIGRATE_ROWS=1000000 times it on a million messages.
+func TestMigrateFlowKey(t *testing.T) {
+	ctx, _, conn, known := migratedTo(t, 7)
+	rows := migrateRows(t)
+	for _, q := range []string{
+		"INSERT INTO pepsi.message (id, payload, headers) SELECT g, 'x', jsonb_build_object('customer', 'c' || g % 10) FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
+		"INSERT INTO pepsi.state (id, stage, status) SELECT g, 'a', CASE WHEN g % 2 = 0 THEN 'done' ELSE 'pending' END FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
+		"SELECT setval('pepsi.message_id_seq', " + strconv.Itoa(rows) + ")",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	start := time.Now()
+	applied, err := queue.Migrate(ctx, conn)
+	if err != nil || len(applied) != len(known)-7 {
+		t.Fatalf("Migrate = %v, %v", applied, err)
+	}
+	t.Logf("008 on a database of %d messages: %v", rows, time.Since(start).Round(time.Millisecond))
+	var keyed int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE flow_key IS NOT NULL").Scan(&keyed); err != nil || keyed != 0 {
+		t.Fatalf("after 008: %d rows with a key (%v), want 0", keyed, err)
+	}
+	c, err := queue.Claim(ctx, conn, []queue.StageCap{{Stage: "a", Cap: 2}}, nil)
+	if err != nil || len(c) != 2 || c[0].ID+c[1].ID != 1+3 || c[0].Keyed {
+		t.Fatalf("claim after 008: %+v, %v; want ids 1 and 3 without keys", c, err)
+	}
+}
