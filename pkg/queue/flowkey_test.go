@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // keyedClaim claims at the keyed stage with cap n, KEY_LIMIT lim and held,
