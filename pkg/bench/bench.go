@@ -25,7 +25,9 @@
 //     worker's stdin;
 //   - only when asked for (OnlyNamed): a stage with RATE = 200/s on a full
 //     queue, its messages handed out each second against the RATE, and the
-//     dispatcher's CPU meanwhile.
+//     dispatcher's CPU meanwhile; and KEY_LIMIT = 1 over 1 000 keys: the
+//     status-line pipeline keyed against unkeyed, and the keyed claim with
+//     1 000 000 pending rows against the plain one.
 //
 // The dispatcher runs as a child process ("pepsi dispatch"), so that its
 // CPU time (/proc/PID/stat) and peak RSS (VmHWM) are its own.
@@ -83,11 +85,12 @@ type Options struct {
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "keys", "claim"}
 
 // OnlyNamed are the steps that run only when Only names them: rate
-// measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s).
-var OnlyNamed = []string{"rate"}
+// measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s);
+// keys what KEY costs (two pipelines and a million keyed rows).
+var OnlyNamed = []string{"rate", "keys"}
 
 // Defaults are the sizes "make bench" runs with.
 var Defaults = Options{
@@ -205,7 +208,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
-		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate, "keys": b.keys,
 	}
 	for _, name := range Steps {
 		if o.Only != nil && !slices.Contains(o.Only, name) || o.Only == nil && slices.Contains(OnlyNamed, name) {

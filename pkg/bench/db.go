@@ -165,6 +165,40 @@ INSERT INTO pepsi.state (id, stage) SELECT id, 's' || (id % $3 + 1) FROM m`, fro
 	return err
 }
 
+// enqueueWithKeys enqueues n messages at stage whose header customer takes
+// keys values in turn, keyed as pepsi.enqueue keys them, in one statement,
+// and returns the first id.
+func (b *bench) enqueueWithKeys(ctx context.Context, n, keys int, stage string) (int64, error) {
+	var first int64
+	err := b.sql.QueryRow(ctx, `
+WITH m AS (
+    INSERT INTO pepsi.message (headers, payload)
+    SELECT jsonb_build_object('customer', 'c' || i % $2), 'bench' FROM generate_series(1, $1) i RETURNING id, headers
+), s AS (
+    INSERT INTO pepsi.state (id, stage, flow_key)
+    SELECT id, $3, headers ->> (SELECT header FROM pepsi.flow_keys WHERE stage = $3) FROM m RETURNING id
+)
+SELECT min(id) FROM s`, n, keys, stage).Scan(&first)
+	return first, err
+}
+
+// seedKeyed inserts n pending messages at stage with keys keys in turn
+// (as enqueueWithKeys, but keyed whatever pepsi.flow_keys says), and
+// analyzes the tables.
+func (b *bench) seedKeyed(ctx context.Context, n, keys int, stage string) error {
+	_, err := b.sql.Exec(ctx, `
+WITH m AS (
+    INSERT INTO pepsi.message (headers, payload)
+    SELECT jsonb_build_object('customer', 'c' || i % $2), '\x00'::bytea FROM generate_series(1, $1) i RETURNING id, headers
+)
+INSERT INTO pepsi.state (id, stage, flow_key) SELECT id, $3, headers ->> 'customer' FROM m`, n, keys, stage)
+	if err != nil {
+		return err
+	}
+	_, err = b.sql.Exec(ctx, "VACUUM (ANALYZE) pepsi.message, pepsi.state")
+	return err
+}
+
 // errRollback ends timeClaim's transaction.
 var errRollback = errors.New("rolled back")
 

@@ -28,6 +28,8 @@ type pipeline struct {
 	queueLimit  int
 	trace       string // the stages' trace file (TraceEnv), or ""
 	rate        string // the first stage's RATE, or ""
+	keys        int    // messages get a header customer of this many values (0: no headers)
+	keyed       bool   // every stage has KEY = header:customer
 }
 
 // workers is how many workers the pipeline may run.
@@ -68,6 +70,9 @@ func (b *bench) conf(p pipeline) (string, error) {
 			s, prog, p.parallelism[i], p.queueLimit, maxMessages)
 		if i == 0 && p.rate != "" {
 			fmt.Fprintf(&c, "RATE = %s\n", p.rate)
+		}
+		if p.keyed {
+			c.WriteString("KEY = header:customer\n")
 		}
 	}
 	path := b.path(strings.ReplaceAll(p.name, " ", "-") + ".conf")
@@ -207,6 +212,15 @@ func (b *bench) enqueueBatch(ctx context.Context, n int) (int64, error) {
 	return ids[0], nil
 }
 
+// feed enqueues n messages for p at its first stage and returns the
+// first id: by COPY, or, when p has keys, with their header.
+func (b *bench) feed(ctx context.Context, p pipeline, n int) (int64, error) {
+	if p.keys == 0 {
+		return b.enqueueBatch(ctx, n)
+	}
+	return b.enqueueWithKeys(ctx, n, p.keys, b.stages[0])
+}
+
 // waitIdle waits until every message is done or failed.
 func (b *bench) waitIdle(ctx context.Context, d *dispatchProc, timeout time.Duration) error {
 	return d.waitFor(ctx, "messages not done", timeout, b.idle)
@@ -269,7 +283,7 @@ type runResult struct {
 // messages through it in one batch and measures.
 func (b *bench) throughput(ctx context.Context, d *dispatchProc, p pipeline, n int) (runResult, error) {
 	r := runResult{messages: n}
-	if _, err := b.enqueueBatch(ctx, p.workers()*p.queueLimit); err != nil {
+	if _, err := b.feed(ctx, p, p.workers()*p.queueLimit); err != nil {
 		return r, err
 	}
 	if err := b.waitIdle(ctx, d, 5*time.Minute); err != nil {
@@ -283,7 +297,7 @@ func (b *bench) throughput(ctx context.Context, d *dispatchProc, p pipeline, n i
 	if err != nil {
 		return r, err
 	}
-	first, err := b.enqueueBatch(ctx, n)
+	first, err := b.feed(ctx, p, n)
 	if err != nil {
 		return r, err
 	}

@@ -3,7 +3,9 @@ package queue
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +20,22 @@ type StageCap struct {
 	// by key.
 	KeyLimit int
 	Held     []HeldKey
+}
+
+// heldJSON writes held as claimKeyedSQL's JSON object, key → count.
+func heldJSON(held []HeldKey) string {
+	b := make([]byte, 0, 16*len(held)+2)
+	b = append(b, '{')
+	for i, h := range held {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(h.Key) // a string always marshals
+		b = append(b, k...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(h.N), 10)
+	}
+	return string(append(b, '}'))
 }
 
 // HeldKey is a key with messages in flight at a stage, and how many.
@@ -76,15 +94,16 @@ SELECT id, NULL::text, NULL::int, NULL::text, extract(epoch FROM clock_timestamp
 UNION ALL
 SELECT id, stage, priority, flow_key, NULL FROM upd`
 
-// claimKeyedSQL is claimSQL with stages that have KEY ($3 to $8): there
+// claimKeyedSQL is claimSQL with stages that have KEY ($3 to $6): there
 // a message of key k is taken only while fewer than KEY_LIMIT of k are in
-// flight (the dispatcher's count: $6 to $8, stage, key and how many)
-// and, of the room left, as many earlier messages of k are not pending or
-// paused at the stage (one probe of state_flow). With KEY_LIMIT = 1 that
-// is: k is not in flight and this is its earliest unfinished message
-// there, so a key's messages pass one at a time in ingress order, and a
-// paused retry holds its key's place. Messages without a key pass freely.
-// The walk reads past the rows of keys that are held, stopping at the cap.
+// flight (the dispatcher's count: $6, per stage a JSON object of key →
+// messages held, looked up by binary search) and, of the room left, as
+// many earlier messages of k are not pending or paused at the stage (an
+// index probe of state_flow). With KEY_LIMIT = 1 that is: k is not held
+// and this is its earliest unfinished message there, so a key's messages
+// pass one at a time in ingress order, and a paused retry holds its key's
+// place. Messages without a key pass freely. The walk reads past the rows
+// of keys that are full, stopping at the cap.
 const claimKeyedSQL = `
 WITH picked AS (
     SELECT p.ctid, p.id, p.updated_at
@@ -96,20 +115,22 @@ WITH picked AS (
             LIMIT c.cap) p
     UNION ALL
     SELECT p.ctid, p.id, p.updated_at
-      FROM unnest($3::text[], $4::int[], $5::int[]) AS c(stage, cap, lim)
+      FROM unnest($3::text[], $4::int[], $5::int[], $6::jsonb[]) AS c(stage, cap, lim, held)
      CROSS JOIN LATERAL (
            SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
-            CROSS JOIN LATERAL (
-                  SELECT c.lim - coalesce((SELECT h.n FROM unnest($6::text[], $7::text[], $8::int[]) AS h(stage, k, n)
-                                            WHERE h.stage = c.stage AND h.k = s.flow_key), 0)) AS r(room)
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
-              AND (s.flow_key IS NULL
-                   OR (r.room > 0
-                       AND (SELECT count(*) FROM (
-                              SELECT FROM pepsi.state e
-                               WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
-                                 AND e.status IN ('pending', 'paused')
-                               LIMIT r.room) e) < r.room))
+              AND (s.flow_key IS NULL OR CASE WHEN c.lim = 1 THEN
+                     NOT c.held ? s.flow_key
+                     AND NOT EXISTS (SELECT FROM pepsi.state e
+                                      WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
+                                        AND e.status IN ('pending', 'paused'))
+                   ELSE
+                     coalesce((c.held ->> s.flow_key)::int, 0) + (SELECT count(*) FROM (
+                         SELECT FROM pepsi.state e
+                          WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
+                            AND e.status IN ('pending', 'paused')
+                          LIMIT c.lim) e) < c.lim
+                   END)
             ORDER BY s.stage, s.priority, s.id
             LIMIT c.cap) p
 ` + claimUpdateSQL
@@ -155,23 +176,15 @@ func claimArgs(caps []StageCap) (string, []any) {
 	if keyed == nil {
 		return claimSQL, []any{stages, limits}
 	}
-	var keyStages, heldStages, held []string
-	var counts []int32
+	var keyStages, held []string
 	for _, i := range keyed {
 		c := &caps[i]
 		keyStages = append(keyStages, c.Stage)
 		keyCaps = append(keyCaps, int32(c.Cap))
 		keyLimits = append(keyLimits, int32(c.KeyLimit))
-		for _, h := range c.Held {
-			heldStages = append(heldStages, c.Stage)
-			held = append(held, h.Key)
-			counts = append(counts, int32(h.N))
-		}
+		held = append(held, heldJSON(c.Held))
 	}
-	if held == nil {
-		heldStages, held, counts = []string{}, []string{}, []int32{}
-	}
-	return claimKeyedSQL, []any{stages, limits, keyStages, keyCaps, keyLimits, heldStages, held, counts}
+	return claimKeyedSQL, []any{stages, limits, keyStages, keyCaps, keyLimits, held}
 }
 
 // scanClaimed reads claimSQL's rows: the claimed rows are appended to dst
