@@ -21,8 +21,12 @@ func newKeys(limit int) *keys {
 	return &keys{limit: limit, of: make(map[int64]string), held: make(map[string]int)}
 }
 
-// hold books a claimed message's key.
+// hold books a claimed message's key (once: a message is held at most
+// once).
 func (k *keys) hold(id int64, key string) {
+	if _, ok := k.of[id]; ok {
+		return
+	}
 	k.of[id] = key
 	k.held[key]++
 }

@@ -45,7 +45,6 @@ func TestKeyOrder(t *testing.T) {
 	})
 	const keys, perKey = 6, 7
 	faults := []string{"k=crashonce:", "k=hangonce:", "k=exit:1", "k=pauseonce:200ms", "k=garbageonce:"}
-	var want []int64
 	failed := map[int64]bool{}
 	for i := 0; i < keys*perKey; i++ {
 		key := fmt.Sprintf("c%d", i%keys)
@@ -58,7 +57,6 @@ func TestKeyOrder(t *testing.T) {
 			[]byte(payload), key).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, id)
 		if payload == "@sleep=5ms k=exit:1" {
 			failed[id] = true
 		}

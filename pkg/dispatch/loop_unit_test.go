@@ -489,3 +489,44 @@ func TestStopWrapUp(t *testing.T) {
 		t.Errorf("log: %s", u.log)
 	}
 }
+
+// A stage with KEY books the keys of what it claims, passes them to the
+// next claim, and gives them back with the settle.
+func TestKeysHeld(t *testing.T) {
+	u := newUnitConf(t, strings.Replace(unitConf, "QUEUE_LIMIT = 4\n", "QUEUE_LIMIT = 4\nKEY = header:customer\nKEY_LIMIT = 2\n", 1))
+	p := u.byName["a"]
+	if p.keys == nil || p.keys.limit != 2 || u.byName["b"].keys != nil {
+		t.Fatalf("keys: a %+v, b %+v", p.keys, u.byName["b"].keys)
+	}
+	u.waker.start(u.at)
+	u.handOut([]queue.Claimed{
+		{ID: 1, Stage: "a", Key: "x", Keyed: true}, {ID: 2, Stage: "a", Key: "x", Keyed: true},
+		{ID: 3, Stage: "a"}, {ID: 4, Stage: "b", Key: "x", Keyed: true},
+	}, u.at)
+	u.holdClaimed([]queue.Claimed{{ID: 1, Stage: "a", Key: "x", Keyed: true}}) // again: no double count
+	if p.keys.held["x"] != 2 || len(p.keys.of) != 2 {
+		t.Fatalf("held %v of %v, want x twice", p.keys.held, p.keys.of)
+	}
+	u.startClaim(u.at)
+	if j := u.claimer.job; j == nil {
+		t.Fatal("no claim started")
+	} else {
+		for _, c := range j.turn.Caps {
+			if c.Stage == "a" && (c.KeyLimit != 2 || len(c.Held) != 1 || c.Held[0] != (queue.HeldKey{Key: "x", N: 2})) {
+				t.Errorf("claim cap for a: %+v", c)
+			}
+			if c.Stage == "b" && (c.KeyLimit != 0 || c.Held != nil) {
+				t.Errorf("claim cap for b: %+v", c)
+			}
+		}
+	}
+	p.more = false
+	u.releaseSettled([]queue.Settled{{ID: 1, Handed: "a"}, {ID: 3, Handed: "a"}, {ID: 4, Handed: "b"}})
+	if p.keys.held["x"] != 1 || !p.more {
+		t.Errorf("after a settle: held %v, more %v; want x once and a claim due", p.keys.held, p.more)
+	}
+	u.releaseSettled([]queue.Settled{{ID: 2, Handed: "a"}})
+	if len(p.keys.held) != 0 || len(p.keys.of) != 0 {
+		t.Errorf("all settled: held %v of %v", p.keys.held, p.keys.of)
+	}
+}

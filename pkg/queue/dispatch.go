@@ -22,22 +22,6 @@ type StageCap struct {
 	Held     []HeldKey
 }
 
-// heldJSON writes held as claimKeyedSQL's JSON object, key → count.
-func heldJSON(held []HeldKey) string {
-	b := make([]byte, 0, 16*len(held)+2)
-	b = append(b, '{')
-	for i, h := range held {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		k, _ := json.Marshal(h.Key) // a string always marshals
-		b = append(b, k...)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, int64(h.N), 10)
-	}
-	return string(append(b, '}'))
-}
-
 // HeldKey is a key with messages in flight at a stage, and how many.
 type HeldKey struct {
 	Key string
@@ -95,11 +79,11 @@ UNION ALL
 SELECT id, stage, priority, flow_key, NULL FROM upd`
 
 // claimKeyedSQL is claimSQL with stages that have KEY ($3 to $6): there
-// a message of key k is taken only while fewer than KEY_LIMIT of k are in
-// flight (the dispatcher's count: $6, per stage a JSON object of key →
-// messages held, looked up by binary search) and, of the room left, as
-// many earlier messages of k are not pending or paused at the stage (an
-// index probe of state_flow). With KEY_LIMIT = 1 that is: k is not held
+// a message of key k is taken only while the messages of k in flight (the
+// dispatcher's count: $6, per stage a JSON object of key → messages held,
+// looked up by binary search) and the earlier messages of k pending or
+// paused at the stage (an index probe of state_flow) are together fewer
+// than KEY_LIMIT. With KEY_LIMIT = 1 that is: k is not held
 // and this is its earliest unfinished message there, so a key's messages
 // pass one at a time in ingress order, and a paused retry holds its key's
 // place. Messages without a key pass freely. The walk reads past the rows
@@ -185,6 +169,22 @@ func claimArgs(caps []StageCap) (string, []any) {
 		held = append(held, heldJSON(c.Held))
 	}
 	return claimKeyedSQL, []any{stages, limits, keyStages, keyCaps, keyLimits, held}
+}
+
+// heldJSON writes held as claimKeyedSQL's JSON object, key → count.
+func heldJSON(held []HeldKey) string {
+	b := make([]byte, 0, 16*len(held)+2)
+	b = append(b, '{')
+	for i, h := range held {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(h.Key) // a string always marshals
+		b = append(b, k...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(h.N), 10)
+	}
+	return string(append(b, '}'))
 }
 
 // scanClaimed reads claimSQL's rows: the claimed rows are appended to dst
