@@ -352,10 +352,11 @@ WITH cur AS (
            dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
-           flow_key = CASE WHEN x.advanced OR x.verdict = 'advance'
+           flow_key = CASE WHEN NOT (x.advanced OR x.verdict = 'advance') THEN s.flow_key
+                           WHEN (SELECT EXISTS (SELECT FROM pepsi.flow_keys)) -- once a statement
                            THEN (SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
                                   WHERE k.stage = CASE WHEN x.advanced THEN s.stage ELSE x.target END AND m.id = s.id)
-                           ELSE s.flow_key END,
+                           END,
            updated_at = now(), handed = NULL
       FROM cur x
      WHERE s.id = x.id AND x.status = 'running'
