@@ -45,7 +45,8 @@ BEGIN
             RETURNING message.id
         )
         INSERT INTO pepsi.state (id, stage, priority, flow_key)
-        SELECT m.id, p_stage, coalesce(p_priority, 0), (SELECT p_headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = p_stage) FROM m
+        SELECT m.id, p_stage, coalesce(p_priority, 0), CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT p_headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = p_stage) END FROM m
         RETURNING state.id INTO id;
         created := true;
         RETURN;
@@ -59,7 +60,8 @@ BEGIN
         END IF;
         id := nextval('pepsi.message_id_seq'::regclass);
         INSERT INTO pepsi.state (id, stage, priority, dedup_key, flow_key)
-        VALUES (id, p_stage, coalesce(p_priority, 0), p_key, (SELECT p_headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = p_stage))
+        VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT p_headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = p_stage) END)
         ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused')
         DO NOTHING;
         IF FOUND THEN
@@ -94,7 +96,8 @@ BEGIN
         RETURNING id
     )
     INSERT INTO pepsi.state (id, stage, priority, flow_key)
-    SELECT id, p_stage, coalesce(p_priority, 0), (SELECT p_headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = p_stage) FROM m
+    SELECT id, p_stage, coalesce(p_priority, 0), CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT p_headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = p_stage) END FROM m
     RETURNING id INTO v_id;
     RETURN v_id;
 END $$;
