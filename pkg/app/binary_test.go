@@ -66,6 +66,10 @@ func TestBinary(t *testing.T) {
 		os.WriteFile(long, []byte("[stage-"+strings.Repeat("s", 70)+"]\nPROGRAM = /bin/cat\n"), 0o644)
 		fast := filepath.Join(dir, "rate.conf")
 		os.WriteFile(fast, []byte("[database]\nDSN = postgres:///x\n[stage-parse]\nPROGRAM = /bin/cat\nRATE = fast\n"), 0o644)
+		payload := filepath.Join(dir, "key.conf")
+		os.WriteFile(payload, []byte("[database]\nDSN = postgres:///x\n[stage-parse]\nPROGRAM = /bin/cat\nKEY = payload\n"), 0o644)
+		zero := filepath.Join(dir, "keylimit.conf")
+		os.WriteFile(zero, []byte("[database]\nDSN = postgres:///x\n[stage-parse]\nPROGRAM = /bin/cat\nKEY = header:customer\nKEY_LIMIT = 0\n"), 0o644)
 		for _, tc := range []struct {
 			path string
 			args []string
@@ -75,6 +79,8 @@ func TestBinary(t *testing.T) {
 			{link, []string{"-c", bad, "status"}, 2, "pepsi migrate status: " + bad + `:5: unknown key "PARALELLISM"`},
 			{bin, []string{"-c", bad, "migrate"}, 2, bad + ":5: unknown key"},
 			{bin, []string{"-c", fast, "dispatch"}, 2, "pepsi dispatch: " + fast + `:5: RATE: bad rate "fast" (want COUNT/s, COUNT/m or COUNT/h, such as 50/s)`},
+			{bin, []string{"-c", payload, "dispatch"}, 2, "pepsi dispatch: " + payload + `:5: KEY: bad key "payload" (want header:NAME, such as header:customer)`},
+			{bin, []string{"-c", zero, "dispatch"}, 2, "pepsi dispatch: " + zero + `:6: KEY_LIMIT: must be an integer >= 1, not "0"`},
 			{bin, []string{"-c", long, "enqueue", "-s", "x"}, 2, "pepsi enqueue: " + long + `:1: bad stage name "` + strings.Repeat("s", 70) + `"`},
 			{bin, []string{"migrate", "--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
 			{link, []string{"--frobnicate"}, 2, "pepsi migrate: flag provided but not defined: -frobnicate"},
