@@ -1,12 +1,14 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // TestEnqueuePriorityKey: enqueue --priority and --key write the rows,
@@ -110,5 +112,49 @@ func TestPriorityKeyUsage(t *testing.T) {
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.message"); n != 0 {
 		t.Errorf("bad flags enqueued %d messages", n)
+	}
+}
+
+// TestQueueShowFlowKey: at a stage with KEY, pepsi queue show prints a
+// message's key and the earlier message of that key it waits behind
+// (running or not), and the JSON form carries both.
+func TestQueueShowFlowKey(t *testing.T) {
+	db, dsn := pgtest.New(t)
+	env(t, dsn, stagesConf)
+	ctx := context.Background()
+	if _, _, err := db.SetFlowKeys(ctx, []string{"parse"}, []queue.FlowKey{{Stage: "parse", Header: "customer", Limit: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for range 3 {
+		id, err := queue.Enqueue(ctx, db.Pool, "parse", nil, map[string]string{"customer": "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	sqlExec(t, db, "UPDATE pepsi.state SET status = 'running' WHERE id = $1", ids[0])
+	r := pepsi(t, "", "queue", "show", strconv.FormatInt(ids[0], 10), strconv.FormatInt(ids[2], 10))
+	r.wantCode(t, 0)
+	blocks := strings.Split(r.stdout, "\n\n")
+	if len(blocks) != 2 || !strings.Contains(blocks[0], "flow_key        acme\n") ||
+		!strings.Contains(blocks[1], "flow_key        acme (waits behind "+strconv.FormatInt(ids[0], 10)+")\n") {
+		t.Fatalf("show:\n%s", r.stdout)
+	}
+	sqlExec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", ids[0])
+	r = pepsi(t, "", "queue", "show", "--json", strconv.FormatInt(ids[2], 10))
+	r.wantCode(t, 0)
+	var m queue.Message
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.FlowKey == nil || *m.FlowKey != "acme" || m.Behind == nil || *m.Behind != ids[1] {
+		t.Fatalf("show --json = %s (%v)", r.stdout, err)
+	}
+	// No KEY at its stage: no flow_key line.
+	other, err := queue.Enqueue(ctx, db.Pool, "store", nil, map[string]string{"customer": "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = pepsi(t, "", "queue", "show", strconv.FormatInt(other, 10))
+	if r.wantCode(t, 0); strings.Contains(r.stdout, "flow_key") {
+		t.Errorf("show at a stage without KEY:\n%s", r.stdout)
 	}
 }

@@ -113,6 +113,14 @@ func writeMessage(out *bufio.Writer, m *queue.Message, now time.Time) {
 	kv("attempts", strconv.Itoa(m.Attempts))
 	kv("priority", strconv.Itoa(int(m.Priority)))
 	kv("key", opt(m.Key))
+	if m.FlowKey != nil {
+		// Its key at a stage with KEY, and what it waits for there.
+		fk := quoteIfNeeded(*m.FlowKey)
+		if m.Behind != nil {
+			fk += " (waits behind " + strconv.FormatInt(*m.Behind, 10) + ")"
+		}
+		kv("flow_key", fk)
+	}
 	kv("created", fmtTime(m.CreatedAt)+" ("+fmtAge(now.Sub(m.CreatedAt))+" ago)")
 	kv("updated", fmtTime(m.UpdatedAt)+" ("+fmtAge(now.Sub(m.UpdatedAt))+" ago)")
 	timeout := "-"

@@ -98,11 +98,25 @@ type Message struct {
 	Row
 	Headers     json.RawMessage `json:"headers"`
 	PayloadSize int             `json:"payload_size"`
+	// FlowKey is its key at a stage with KEY (KEY, KEY_LIMIT), and
+	// Behind the earliest unfinished message of that key there with a
+	// lower id, while it is pending or paused.
+	FlowKey *string `json:"flow_key,omitempty"`
+	Behind  *int64  `json:"waits_behind,omitempty"`
 }
+
+// behindSQL is the earliest unfinished message of row s's key at its
+// stage with a lower id (pending and paused ones by state_flow, running
+// ones by state_running), while s is pending or paused.
+const behindSQL = `CASE WHEN s.flow_key IS NOT NULL AND s.status IN ('pending', 'paused') THEN least(
+    (SELECT min(e.id) FROM pepsi.state e WHERE e.stage = s.stage AND e.flow_key = s.flow_key AND e.id < s.id
+                                          AND e.status IN ('pending', 'paused')),
+    (SELECT min(e.id) FROM pepsi.state e WHERE e.status = 'running' AND e.id < s.id
+                                          AND e.stage = s.stage AND e.flow_key = s.flow_key)) END`
 
 // Show returns one message, or ErrNotFound.
 func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload)
+	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload), s.flow_key, `+behindSQL+`
 		  FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.id = $1`, id)
 	if err != nil {
 		return nil, err
@@ -110,7 +124,8 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 	m, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Message, error) {
 		var x Message
 		var st string
-		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize)
+		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize,
+			&x.FlowKey, &x.Behind)
 		x.Status = Status(st)
 		return x, err
 	})
