@@ -74,9 +74,9 @@ const claimUpdateSQL = `), upd AS (
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = 'pending'
     RETURNING s.id, s.stage, s.priority, s.flow_key
 )
-SELECT id, NULL::text, NULL::int, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
+SELECT id, '', 0, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
 UNION ALL
-SELECT id, stage, priority, flow_key, NULL FROM upd`
+SELECT id, stage, priority, flow_key, 0 FROM upd`
 
 // claimKeyedSQL is claimSQL with stages that have KEY ($3 to $6): there
 // a message of key k is taken only while the messages of k in flight (the
@@ -198,21 +198,17 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 	start := len(dst)
 	for rows.Next() {
 		var c Claimed
-		var stage, key *string
-		var prio *int32
-		var waited *float64
-		if err := rows.Scan(&c.ID, &stage, &prio, &key, &waited); err != nil {
+		var key *string // nil, no allocation, for a message without a key
+		if err := rows.Scan(&c.ID, &c.Stage, &c.Priority, &key, &c.Waited); err != nil {
 			return dst, waits, err
 		}
 		if key != nil {
 			c.Key, c.Keyed = *key, true
 		}
-		if stage == nil {
-			c.Waited = *waited
+		if c.Stage == "" { // a picked row: its wait (stage names are never empty)
 			waits = append(waits, c)
 			continue
 		}
-		c.Stage, c.Priority = *stage, *prio
 		dst = append(dst, c)
 	}
 	if err := rows.Err(); err != nil {
