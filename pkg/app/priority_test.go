@@ -148,6 +148,10 @@ func TestQueueShowFlowKey(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.FlowKey == nil || *m.FlowKey != "acme" || m.Behind == nil || *m.Behind != ids[1] {
 		t.Fatalf("show --json = %s (%v)", r.stdout, err)
 	}
+	r = pepsi(t, "", "queue", "summary")
+	if r.wantCode(t, 0); !strings.Contains(r.stdout, "\nstage parse: KEY = header:customer, KEY_LIMIT = 1\n") {
+		t.Errorf("summary:\n%s", r.stdout)
+	}
 	// No KEY at its stage: no flow_key line.
 	other, err := queue.Enqueue(ctx, db.Pool, "store", nil, map[string]string{"customer": "acme"})
 	if err != nil {

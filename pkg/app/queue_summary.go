@@ -18,6 +18,7 @@ func queueSummaryCommand() *cli.Command {
 		Description: "Prints a table of the messages per stage and status, with each stage's\n" +
 			"total and how long its oldest pending message has waited, a line of totals,\n" +
 			"a line for each stage with waiting messages that the configuration lacks,\n" +
+			"a line for each stage with KEY (as its dispatcher set it at start),\n" +
 			"and whether a dispatcher is running; while dispatchers with stage sets run,\n" +
 			"a line for each stage naming its owner (pid and host), or that it has none.",
 		Action: queueSummary,
@@ -103,6 +104,16 @@ func queueSummary(c *cli.Context) error {
 	}
 	for _, l := range unconfigured(cfg, counts) {
 		if _, err := fmt.Fprintln(c.App.Writer, l); err != nil {
+			return err
+		}
+	}
+	fks, err := db.FlowKeys(c.Context)
+	if err != nil {
+		return err
+	}
+	for _, k := range fks {
+		// As the stage's dispatcher last set them (pepsi.flow_keys).
+		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: KEY = header:%s, KEY_LIMIT = %d\n", k.Stage, k.Header, k.Limit); err != nil {
 			return err
 		}
 	}

@@ -346,6 +346,9 @@ func TestMessage(t *testing.T) {
 	large := s.enqueue("a", 1, big)
 	s.fail(text, "bad order")
 	s.exec(`UPDATE pepsi.state SET dispatch_error = 'exit 1 # no', priority = -4, dedup_key = 'order-42' WHERE id = $1`, text[0])
+	// A pending message at a stage with KEY, behind an earlier one of its key.
+	keyed := s.enqueue("a", 2, []byte("k"))
+	s.exec(`UPDATE pepsi.state SET flow_key = 'acme' WHERE id = ANY($1)`, keyed)
 
 	id := strconv.FormatInt(text[0], 10)
 	body := s.get("/messages/"+id, http.StatusOK, req{})
@@ -355,6 +358,14 @@ func TestMessage(t *testing.T) {
 		if !strings.Contains(html.UnescapeString(body), want) {
 			t.Errorf("the message page lacks %q", want)
 		}
+	}
+	k1, k2 := strconv.FormatInt(keyed[0], 10), strconv.FormatInt(keyed[1], 10)
+	body = s.get("/messages/"+k2, http.StatusOK, req{})
+	if want := `<th>flow key</th><td><code>acme</code> (waits behind <a href="/messages/` + k1 + `">` + k1 + `</a>)`; !strings.Contains(body, want) {
+		t.Errorf("the keyed message's page lacks %q", want)
+	}
+	if body = s.get("/messages/"+id, http.StatusOK, req{}); strings.Contains(body, "flow key") {
+		t.Error("a message without a key shows a flow key")
 	}
 	var m struct {
 		Message struct {
