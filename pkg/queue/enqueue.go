@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -146,7 +147,7 @@ func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 			// Their key at a stage with KEY (the same for every message:
 			// they share their headers), read in this transaction.
 			var key *string
-			if err := tx.QueryRow(ctx, flowKeySQL, b.Stage, h).Scan(&key); err != nil && err != pgx.ErrNoRows {
+			if err := tx.QueryRow(ctx, flowKeySQL, b.Stage, h).Scan(&key); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			if key != nil {
