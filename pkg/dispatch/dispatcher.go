@@ -101,6 +101,7 @@ type queueWork struct {
 	nextPaused time.Time        // when the next paused row falls due (zero: none)
 	checkPause bool             // resume whatever is due with the next claim
 	tokensAt   time.Time        // when a stage the last claim left out for want of tokens has them back (zero: none was)
+	keyed      bool             // some stage has KEY: claims and settles book keys
 }
 
 // sweeps is when the chore lane's steps are due and what they found.
@@ -174,6 +175,7 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		if s.Keyed() {
 			p.keys = newKeys(s.KeyLimit)
+			d.keyed = true
 		}
 		d.pools = append(d.pools, p)
 		d.backlog += s.Parallelism * s.QueueLimit

@@ -58,6 +58,9 @@ func (k *keys) snapshot() []queue.HeldKey {
 
 // holdClaimed books the keys of claimed messages at stages with KEY.
 func (d *Dispatcher) holdClaimed(claimed []queue.Claimed) {
+	if !d.keyed {
+		return
+	}
 	for i := range claimed {
 		c := &claimed[i]
 		if !c.Keyed {
@@ -72,6 +75,9 @@ func (d *Dispatcher) holdClaimed(claimed []queue.Claimed) {
 // releaseSettled gives back the keys of settled messages; their stage may
 // have claimable messages of those keys now.
 func (d *Dispatcher) releaseSettled(settled []queue.Settled) {
+	if !d.keyed {
+		return
+	}
 	for i := range settled {
 		s := &settled[i]
 		if p := d.byName[s.Handed]; p != nil && p.keys != nil && p.keys.release(s.ID) {
