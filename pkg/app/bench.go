@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,6 +56,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "ingress-runs", Value: d.IngressRuns, Usage: "`N` pgbench runs of each ingress transaction (the median counts)"},
 			&cli.IntFlag{Name: "claim-rows", Value: d.ClaimRows, Usage: "`N` pending rows for the large claim; 0 skips it"},
 			&cli.DurationFlag{Name: "rate-time", Value: d.RateTime, Usage: "how long the rate step runs its stage at RATE = 200/s (`DURATION`, whole seconds)"},
+			&cli.DurationFlag{Name: "sustained-time", Value: d.SustainedTime, Usage: "how long the sustained step feeds its pipeline (`DURATION`, whole minutes, at least 3m)"},
 			&cli.StringFlag{Name: "only", Usage: "run only the steps in `LIST` (comma-separated: " + strings.Join(bench.Steps, ",") +
 				"; without it, every step but " + strings.Join(bench.OnlyNamed, ",") + ")"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "the report's `FORMAT` on stdout: table, or json (for programs)"},
@@ -93,6 +95,9 @@ func runBench(c *cli.Context) error {
 		if c.Duration(name) <= 0 {
 			return usage("--%s %v: must be positive", name, c.Duration(name))
 		}
+	}
+	if st := c.Duration("sustained-time"); st < 3*time.Minute || st%time.Minute != 0 {
+		return usage("--sustained-time %v: want whole minutes, at least 3m", st)
 	}
 	format := c.String("format")
 	if format != "table" && format != "json" {
@@ -133,7 +138,7 @@ func runBench(c *cli.Context) error {
 		LoadTime: c.Duration("load-time"), LoadFraction: c.Float64("load-fraction"),
 		EnqueueN: c.Int("enqueue-messages"), EnqueueRuns: c.Int("enqueue-runs"), ClaimRows: c.Int("claim-rows"),
 		IngressTime: c.Duration("ingress-time"), IngressRuns: c.Int("ingress-runs"),
-		RateTime: c.Duration("rate-time"), Only: only,
+		RateTime: c.Duration("rate-time"), SustainedTime: c.Duration("sustained-time"), Only: only,
 	})
 	if err != nil || format != "json" {
 		return err

@@ -113,6 +113,11 @@ func TestBenchRate(t *testing.T) {
 	}
 	r = exeEnv(t, bin, benchEnv(), "bench", "--rate-time", "0s")
 	r.wantCode(t, 2)
+	for _, bad := range []string{"2m", "190s"} {
+		r = exeEnv(t, bin, benchEnv(), "bench", "--sustained-time", bad)
+		r.wantCode(t, 2)
+		r.wantOneError(t, "pepsi bench: --sustained-time ")
+	}
 }
 
 // benchDatabase is a database name for a test's "pepsi bench" of its own.

@@ -27,7 +27,10 @@
 //     queue, its messages handed out each second against the RATE, and the
 //     dispatcher's CPU meanwhile; and KEY_LIMIT = 1 over 1 000 keys: the
 //     status-line pipeline keyed against unkeyed, and the keyed claim with
-//     1 000 000 pending rows against the plain one.
+//     1 000 000 pending rows against the plain one; and the sustained
+//     pipeline: fed at its peak for minutes with RETENTION = 1 minute, its
+//     throughput and pepsi's table sizes each minute, the claim's time at
+//     the end against the start.
 //
 // The dispatcher runs as a child process ("pepsi dispatch"), so that its
 // CPU time (/proc/PID/stat) and peak RSS (VmHWM) are its own.
@@ -78,6 +81,7 @@ type Options struct {
 	IngressTime    time.Duration // how long each pgbench run of the ingress step lasts
 	IngressRuns    int           // pgbench runs of each ingress transaction (the median counts)
 	RateTime       time.Duration // how long the rate step runs its stage at its RATE (whole seconds)
+	SustainedTime  time.Duration // how long the sustained step feeds its pipeline (whole minutes, at least 3)
 	Only           []string      // run only these steps (Steps); nil: all but those OnlyNamed
 }
 
@@ -85,12 +89,13 @@ type Options struct {
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "keys", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "keys", "sustained", "claim"}
 
 // OnlyNamed are the steps that run only when Only names them: rate
 // measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s);
-// keys what KEY costs (two pipelines and a million keyed rows).
-var OnlyNamed = []string{"rate", "keys"}
+// keys what KEY costs (two pipelines and a million keyed rows); sustained
+// runs for SustainedTime (make bench runs it after the rest).
+var OnlyNamed = []string{"rate", "keys", "sustained"}
 
 // Defaults are the sizes "make bench" runs with.
 var Defaults = Options{
@@ -111,6 +116,7 @@ var Defaults = Options{
 	IngressTime:    10 * time.Second,
 	IngressRuns:    1,
 	RateTime:       30 * time.Second,
+	SustainedTime:  4 * time.Minute,
 }
 
 func (o *Options) defaults() {
@@ -144,6 +150,9 @@ func (o *Options) defaults() {
 	}
 	if o.RateTime == 0 {
 		o.RateTime = d.RateTime
+	}
+	if o.SustainedTime == 0 {
+		o.SustainedTime = d.SustainedTime
 	}
 	if o.LoadFraction == 0 {
 		o.LoadFraction = d.LoadFraction
@@ -208,7 +217,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
-		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate, "keys": b.keys,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate, "keys": b.keys, "sustained": b.sustained,
 	}
 	for _, name := range Steps {
 		if o.Only != nil && !slices.Contains(o.Only, name) || o.Only == nil && slices.Contains(OnlyNamed, name) {

@@ -21,15 +21,17 @@ const maxMessages = 1_000_000
 
 // pipeline is one configuration of stages.
 type pipeline struct {
-	name        string
-	mode        string // "tx" or "statusline": the stage program's --mode
-	stages      []string
-	parallelism []int // per stage
-	queueLimit  int
-	trace       string // the stages' trace file (TraceEnv), or ""
-	rate        string // the first stage's RATE, or ""
-	keys        int    // messages get a header customer of this many values (0: no headers)
-	keyed       bool   // every stage has KEY = header:customer
+	name          string
+	mode          string // "tx" or "statusline": the stage program's --mode
+	stages        []string
+	parallelism   []int // per stage
+	queueLimit    int
+	trace         string // the stages' trace file (TraceEnv), or ""
+	rate          string // the first stage's RATE, or ""
+	keys          int    // messages get a header customer of this many values (0: no headers)
+	keyed         bool   // every stage has KEY = header:customer
+	retention     string // RETENTION, or "" for the default
+	statsInterval string // STATS_INTERVAL, or "" for 60
 }
 
 // workers is how many workers the pipeline may run.
@@ -59,8 +61,15 @@ func (b *bench) newPipeline(name, mode string, workers int) pipeline {
 // get PEPSI_DSN.
 func (b *bench) conf(p pipeline) (string, error) {
 	var c strings.Builder
-	c.WriteString("; written by pepsi bench\n[pepsi-dispatch]\nPOLL_INTERVAL = 30\nSTATS_INTERVAL = 60\n")
+	stats := p.statsInterval
+	if stats == "" {
+		stats = "60"
+	}
+	fmt.Fprintf(&c, "; written by pepsi bench\n[pepsi-dispatch]\nPOLL_INTERVAL = 30\nSTATS_INTERVAL = %s\n", stats)
 	c.WriteString("WORKER_IDLE_TIMEOUT = 600\nSHUTDOWN_GRACE = 5\nORPHAN_SWEEP = 600\n")
+	if p.retention != "" {
+		fmt.Fprintf(&c, "RETENTION = %s\n", p.retention)
+	}
 	for i, s := range p.stages {
 		prog := shellQuote(b.o.Exe) + " bench stage --mode " + p.mode
 		if i+1 < len(p.stages) {

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// The sustained step's settings and targets (issue 13 §3).
+const (
+	sustainedRetention = "60"   // RETENTION of its dispatcher, seconds
+	sustainedBacklog   = 20_000 // pending messages at the first stage the feed keeps at least
+	sustainedBatch     = 10_000 // messages a feed tops up with
+	targetSustained    = 0.9    // last minute's throughput ÷ the second minute's, at least
+)
+
+// minute is what the sustained step measured at the end of one minute.
+type minute struct {
+	done  int64            // messages done during it (pepsi.dispatch_stats)
+	sizes map[string]int64 // bytes of each of pepsi's tables and indexes
+}
+
+// sustained feeds a 3-stage status-line pipeline at its peak (the first
+// stage never runs dry) for SustainedTime with RETENTION = 1 minute, and
+// reports each minute's throughput, pepsi's table and index sizes at the
+// end of each minute, and the claim's time at the end against the start.
+func (b *bench) sustained(ctx context.Context) error {
+	mins := int(b.o.SustainedTime / time.Minute)
+	p := b.newPipeline("sustained", "statusline", b.o.Stages*b.o.Parallelism)
+	p.retention, p.statsInterval = sustainedRetention, "5"
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	if _, err := b.sql.Exec(ctx, "UPDATE pepsi.dispatch_stats SET done = 0"); err != nil {
+		return err
+	}
+	b.progress("sustained: %d minutes at the peak, RETENTION = %s s", mins, sustainedRetention)
+	d, err := b.startDispatcher(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer d.stop() //nolint:errcheck // a second stop is harmless
+	caps := make([]queue.StageCap, len(p.stages))
+	for i, s := range p.stages {
+		caps[i] = queue.StageCap{Stage: s, Cap: 16}
+	}
+	if err := b.feedTo(ctx, sustainedBacklog); err != nil {
+		return err
+	}
+	claimStart, err := b.claimMedian(ctx, caps)
+	if err != nil {
+		return err
+	}
+	var got []minute
+	last, err := b.doneCount(ctx)
+	if err != nil {
+		return err
+	}
+	next := time.Now().Add(time.Minute)
+	for len(got) < mins {
+		if err := d.alive(); err != nil {
+			return err
+		}
+		if err := b.feedTo(ctx, sustainedBacklog); err != nil {
+			return err
+		}
+		if time.Now().Before(next) {
+			if err := d.run(ctx, 100*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		next = next.Add(time.Minute)
+		done, err := b.doneCount(ctx)
+		if err != nil {
+			return err
+		}
+		sizes, err := b.sizes(ctx)
+		if err != nil {
+			return err
+		}
+		got = append(got, minute{done: done - last, sizes: sizes})
+		last = done
+		b.progress("sustained: minute %d: %s msg/s, pepsi's tables %s", len(got), num(float64(got[len(got)-1].done)/60), mb(total(sizes)))
+	}
+	claimEnd, err := b.claimMedian(ctx, caps)
+	if err != nil {
+		return err
+	}
+	rep := b.report
+	for i, m := range got {
+		f := Figure{Key: fmt.Sprintf("sustained.minute%d", i+1), Name: fmt.Sprintf("sustained pipeline (%d stages, %d workers, RETENTION = 1 min), minute %d: messages",
+			len(p.stages), p.workers(), i+1), Value: float64(m.done) / 60, Unit: "msg/s"}
+		if i > 1 {
+			f.Ceiling, f.Of = float64(got[1].done)/60, "minute 2"
+		}
+		if i == len(got)-1 && i > 1 {
+			f.Target, f.Met = "≥ 0.9×", atLeast(float64(m.done)/float64(got[1].done), targetSustained)
+		}
+		rep.add(f)
+	}
+	for i, m := range got {
+		rep.note("sustained, minute %d: %s", i+1, sizeLine(m.sizes))
+	}
+	if len(got) >= 3 {
+		end, third := total(got[len(got)-1].sizes), total(got[2].sizes)
+		rep.add(Figure{Key: "sustained.size", Name: "sustained pipeline: pepsi's tables and indexes at the end", Value: float64(end) / 1e6, Unit: "MB",
+			Ceiling: float64(third) / 1e6, Of: "at the end of minute 3", Target: "≤ 1×", Met: atMost(float64(end)/float64(third), 1)})
+	}
+	rep.add(Figure{Key: "sustained.claim", Name: "sustained pipeline: claim (16 per stage) at the end, median of 20", Value: ms(claimEnd), Unit: "ms",
+		Ceiling: ms(claimStart), Of: "the same claim at the start"})
+	if _, err := d.stop(); err != nil {
+		return err
+	}
+	return b.reset(ctx)
+}
+
+// feedTo enqueues at the first stage while fewer than n are pending there.
+func (b *bench) feedTo(ctx context.Context, n int) error {
+	var pending int
+	if err := b.sql.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM pepsi.state WHERE status = 'pending' AND stage = $1 LIMIT $2) p",
+		b.stages[0], n).Scan(&pending); err != nil {
+		return err
+	}
+	if pending >= n {
+		return nil
+	}
+	_, err := b.enqueueBatch(ctx, sustainedBatch)
+	return err
+}
+
+// claimMedian is the median of 20 claims of caps, each rolled back.
+func (b *bench) claimMedian(ctx context.Context, caps []queue.StageCap) (time.Duration, error) {
+	var ds []time.Duration
+	for range 20 {
+		_, took, err := b.timeClaim(ctx, caps)
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, took)
+	}
+	return percentiles(ds, 0.5)[0], nil
+}
+
+// doneCount is pepsi.dispatch_stats' done count (every dispatcher's).
+func (b *bench) doneCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := b.sql.QueryRow(ctx, "SELECT coalesce(sum(done), 0)::bigint FROM pepsi.dispatch_stats").Scan(&n)
+	return n, err
+}
+
+// sizes returns the size of each of pepsi's tables and indexes, bytes.
+func (b *bench) sizes(ctx context.Context) (map[string]int64, error) {
+	rows, err := b.sql.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'pepsi' AND c.relkind IN ('r', 'i', 't')`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, err
+		}
+		out[name] = n
+	}
+	return out, rows.Err()
+}
+
+// total adds up sizes.
+func total(sizes map[string]int64) int64 {
+	var t int64
+	for _, n := range sizes {
+		t += n
+	}
+	return t
+}
+
+// sizeLine says pepsi's total and its largest tables and indexes.
+func sizeLine(sizes map[string]int64) string {
+	parts := []string{"all " + mb(total(sizes))}
+	for _, name := range []string{"state", "state_pkey", "state_pending", "message", "message_pkey"} {
+		if n, ok := sizes[name]; ok {
+			parts = append(parts, name+" "+mb(n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// mb writes bytes as megabytes.
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
