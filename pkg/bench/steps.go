@@ -124,17 +124,7 @@ func (b *bench) claim(ctx context.Context) error {
 	for i, s := range b.stages {
 		caps[i] = queue.StageCap{Stage: s, Cap: 16}
 	}
-	timeClaims := func() (time.Duration, error) {
-		var ds []time.Duration
-		for range 200 {
-			_, took, err := b.timeClaim(ctx, caps)
-			if err != nil {
-				return 0, err
-			}
-			ds = append(ds, took)
-		}
-		return percentiles(ds, 0.5)[0], nil
-	}
+	timeClaims := func() (time.Duration, error) { return b.claimMedian(ctx, caps, 200) }
 	if err := b.reset(ctx); err != nil {
 		return err
 	}

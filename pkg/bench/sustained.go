@@ -50,7 +50,7 @@ func (b *bench) sustained(ctx context.Context) error {
 	if err := b.feedTo(ctx, sustainedBacklog); err != nil {
 		return err
 	}
-	claimStart, err := b.claimMedian(ctx, caps)
+	claimStart, err := b.claimMedian(ctx, caps, 20)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (b *bench) sustained(ctx context.Context) error {
 		last = done
 		b.progress("sustained: minute %d: %s msg/s, pepsi's tables %s", len(got), num(float64(got[len(got)-1].done)/60), mb(total(sizes)))
 	}
-	claimEnd, err := b.claimMedian(ctx, caps)
+	claimEnd, err := b.claimMedian(ctx, caps, 20)
 	if err != nil {
 		return err
 	}
@@ -132,10 +132,10 @@ func (b *bench) feedTo(ctx context.Context, n int) error {
 	return err
 }
 
-// claimMedian is the median of 20 claims of caps, each rolled back.
-func (b *bench) claimMedian(ctx context.Context, caps []queue.StageCap) (time.Duration, error) {
+// claimMedian is the median of n claims of caps, each rolled back.
+func (b *bench) claimMedian(ctx context.Context, caps []queue.StageCap, n int) (time.Duration, error) {
 	var ds []time.Duration
-	for range 20 {
+	for range n {
 		_, took, err := b.timeClaim(ctx, caps)
 		if err != nil {
 			return 0, err
