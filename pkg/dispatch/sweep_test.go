@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
 // TestOrphanSweep: a running row that no worker holds (a claim whose
@@ -56,8 +58,9 @@ func TestRetention(t *testing.T) {
 }
 
 // TestVacuumSweep: the churn of a pipeline leaves dead row versions in
-// pepsi.state; the dispatcher vacuums the table itself (the test server
-// runs with autovacuum off, as this machine's does) and says so at debug.
+// pepsi.state, and deleted messages (what the retention sweep does) in
+// pepsi.message; the dispatcher vacuums both itself (the test server runs
+// with autovacuum off, as this machine's does) and says so at debug.
 func TestVacuumSweep(t *testing.T) {
 	b := setup(t, fast+"\nVACUUM_INTERVAL = 0.2", "work\nPARALLELISM = 2\nQUEUE_LIMIT = 8")
 	b.enqueue("work", make([]string, 1500)...)
@@ -69,5 +72,25 @@ func TestVacuumSweep(t *testing.T) {
 	b.waitFor("the vacuum logged", time.Minute, func() bool {
 		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.state"`)
 	})
-	b.checkInvariants()
+	if n := b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message'::regclass"); n != 0 {
+		t.Fatalf("pepsi.message vacuumed %d times before anything was deleted from it", n)
+	}
+	// 1 200 messages go as the retention sweep takes them: rows and state.
+	if _, err := b.db.Pool.Exec(context.Background(), `WITH d AS (DELETE FROM pepsi.message WHERE id IN
+		(SELECT id FROM pepsi.message ORDER BY id LIMIT 1200) RETURNING id) DELETE FROM pepsi.state WHERE id IN (SELECT id FROM d)`); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("pepsi.message vacuumed by the dispatcher", 2*time.Minute, func() bool {
+		return b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message'::regclass") > 0
+	})
+	b.waitFor("its vacuum logged", time.Minute, func() bool {
+		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.message"`)
+	})
+	if err := b.stop(); err != nil {
+		t.Errorf("dispatcher returned %v", err)
+	}
+	// The statistics count the 1 200 deleted by hand: rows only.
+	if !b.site.Check(testkit.RowsOnly) {
+		b.showLogs()
+	}
 }
