@@ -38,15 +38,13 @@ func (b *bench) sustained(ctx context.Context) error {
 		return err
 	}
 	b.progress("sustained: %d minutes at the peak, RETENTION = %s s", mins, sustainedRetention)
-	d, err := b.startDispatcher(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer d.stop() //nolint:errcheck // a second stop is harmless
 	caps := make([]queue.StageCap, len(p.stages))
 	for i, s := range p.stages {
 		caps[i] = queue.StageCap{Stage: s, Cap: 16}
 	}
+	// The claim is timed with no dispatcher running, at the start and at
+	// the end: its rolled-back UPDATE would fight the dispatcher's claim
+	// for the same rows (and deadlock with it).
 	if err := b.feedTo(ctx, sustainedBacklog); err != nil {
 		return err
 	}
@@ -54,6 +52,11 @@ func (b *bench) sustained(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d, err := b.startDispatcher(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer d.stop() //nolint:errcheck // a second stop is harmless
 	var got []minute
 	last, err := b.doneCount(ctx)
 	if err != nil {
@@ -86,6 +89,9 @@ func (b *bench) sustained(ctx context.Context) error {
 		last = done
 		b.progress("sustained: minute %d: %s msg/s, pepsi's tables %s", len(got), num(float64(got[len(got)-1].done)/60), mb(total(sizes)))
 	}
+	if _, err := d.stop(); err != nil {
+		return err
+	}
 	claimEnd, err := b.claimMedian(ctx, caps, 20)
 	if err != nil {
 		return err
@@ -110,11 +116,8 @@ func (b *bench) sustained(ctx context.Context) error {
 		rep.add(Figure{Key: "sustained.size", Name: "sustained pipeline: pepsi's tables and indexes at the end", Value: float64(end) / 1e6, Unit: "MB",
 			Ceiling: float64(third) / 1e6, Of: "at the end of minute 3", Target: "≤ 1×", Met: atMost(float64(end)/float64(third), 1)})
 	}
-	rep.add(Figure{Key: "sustained.claim", Name: "sustained pipeline: claim (16 per stage) at the end, median of 20", Value: ms(claimEnd), Unit: "ms",
+	rep.add(Figure{Key: "sustained.claim", Name: "sustained pipeline: claim (16 per stage) at the end, median of 20, no dispatcher running", Value: ms(claimEnd), Unit: "ms",
 		Ceiling: ms(claimStart), Of: "the same claim at the start"})
-	if _, err := d.stop(); err != nil {
-		return err
-	}
 	return b.reset(ctx)
 }
 
