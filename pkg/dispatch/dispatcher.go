@@ -245,8 +245,9 @@ func (d *Dispatcher) goBackground(fn func()) {
 	}()
 }
 
-// start connects, takes the lock and resets orphans: the only statements
-// run before the loop, and so the only ones not on a lane.
+// start connects, takes the lock, writes its stages' KEY and resets
+// orphans: the only statements run before the loop, and so the only ones
+// not on a lane.
 func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listener, err error) {
 	dc := d.cfg.Dispatch
 	if lis, err = d.dial(ctx); err != nil {
