@@ -32,7 +32,7 @@ func (d *Dispatcher) startClaim(now time.Time) {
 			if c > 0 {
 				sc := queue.StageCap{Stage: p.cfg.Name, Cap: c}
 				if p.keys != nil {
-					sc.KeyLimit, sc.Held = p.keys.limit, p.keys.snapshot()
+					sc.KeyLimit, sc.Held = p.cfg.KeyLimit, p.keys.snapshot()
 				}
 				caps = append(caps, sc)
 			}

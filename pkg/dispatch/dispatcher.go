@@ -174,7 +174,7 @@ func New(opts Options) (*Dispatcher, error) {
 			p.rate = newBucket(s.Rate.Count, s.Rate.Per)
 		}
 		if s.Keyed() {
-			p.keys = newKeys(s.KeyLimit)
+			p.keys = newKeys()
 			d.keyed = true
 		}
 		d.pools = append(d.pools, p)

@@ -11,14 +11,13 @@ import (
 // The claim takes a key's messages only while fewer than KEY_LIMIT are
 // held (queue.StageCap.Held); a settle gives them back.
 type keys struct {
-	limit int
-	of    map[int64]string
-	held  map[string]int
-	buf   []queue.HeldKey // the claim's copy of held (one claim at a time)
+	of   map[int64]string
+	held map[string]int
+	buf  []queue.HeldKey // the claim's copy of held (one claim at a time)
 }
 
-func newKeys(limit int) *keys {
-	return &keys{limit: limit, of: make(map[int64]string), held: make(map[string]int)}
+func newKeys() *keys {
+	return &keys{of: make(map[int64]string), held: make(map[string]int)}
 }
 
 // hold books a claimed message's key (once: a message is held at most
@@ -94,7 +93,7 @@ func (d *Dispatcher) setKeys(ctx context.Context, db *queue.DB) error {
 	for _, p := range d.pools {
 		stages = append(stages, p.cfg.Name)
 		if p.keys != nil {
-			fks = append(fks, queue.FlowKey{Stage: p.cfg.Name, Header: p.cfg.KeyHeader, Limit: p.keys.limit})
+			fks = append(fks, queue.FlowKey{Stage: p.cfg.Name, Header: p.cfg.KeyHeader, Limit: p.cfg.KeyLimit})
 		}
 	}
 	changed, rows, err := db.SetFlowKeys(ctx, stages, fks)

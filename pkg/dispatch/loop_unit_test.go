@@ -495,7 +495,7 @@ func TestStopWrapUp(t *testing.T) {
 func TestKeysHeld(t *testing.T) {
 	u := newUnitConf(t, strings.Replace(unitConf, "QUEUE_LIMIT = 4\n", "QUEUE_LIMIT = 4\nKEY = header:customer\nKEY_LIMIT = 2\n", 1))
 	p := u.byName["a"]
-	if p.keys == nil || p.keys.limit != 2 || u.byName["b"].keys != nil {
+	if p.keys == nil || p.cfg.KeyLimit != 2 || u.byName["b"].keys != nil {
 		t.Fatalf("keys: a %+v, b %+v", p.keys, u.byName["b"].keys)
 	}
 	u.waker.start(u.at)

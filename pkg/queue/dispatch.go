@@ -57,7 +57,10 @@ type Claimed struct {
 //     pair (870 ms for 2 048 claims on a database without statistics,
 //     20 ms with them). scanClaimed matches the two by id.
 const claimSQL = `
-WITH picked AS (
+WITH picked AS (` + claimPickSQL + claimUpdateSQL
+
+// claimPickSQL is the claim's pick at the stages $1 with caps $2.
+const claimPickSQL = `
     SELECT p.ctid, p.id, p.updated_at
       FROM unnest($1::text[], $2::int[]) AS c(stage, cap)
      CROSS JOIN LATERAL (
@@ -65,7 +68,7 @@ WITH picked AS (
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
             ORDER BY s.stage, s.priority, s.id
             LIMIT c.cap) p
-` + claimUpdateSQL
+`
 
 // claimUpdateSQL is the claim's second half: the picked rows to running.
 const claimUpdateSQL = `), upd AS (
@@ -89,15 +92,7 @@ SELECT id, stage, priority, flow_key, 0 FROM upd`
 // place. Messages without a key pass freely. The walk reads past the rows
 // of keys that are full, stopping at the cap.
 const claimKeyedSQL = `
-WITH picked AS (
-    SELECT p.ctid, p.id, p.updated_at
-      FROM unnest($1::text[], $2::int[]) AS c(stage, cap)
-     CROSS JOIN LATERAL (
-           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
-            WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
-            ORDER BY s.stage, s.priority, s.id
-            LIMIT c.cap) p
-    UNION ALL
+WITH picked AS (` + claimPickSQL + `    UNION ALL
     SELECT p.ctid, p.id, p.updated_at
       FROM unnest($3::text[], $4::int[], $5::int[], $6::jsonb[]) AS c(stage, cap, lim, held)
      CROSS JOIN LATERAL (
@@ -350,8 +345,7 @@ WITH cur AS (
                                  ELSE x.reason END,
            flow_key = CASE WHEN NOT (x.advanced OR x.verdict = 'advance') THEN s.flow_key
                            WHEN (SELECT EXISTS (SELECT FROM pepsi.flow_keys)) -- once a statement
-                           THEN (SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
-                                  WHERE k.stage = CASE WHEN x.advanced THEN s.stage ELSE x.target END AND m.id = s.id)
+                           THEN ` + flowKeyAt + `CASE WHEN x.advanced THEN s.stage ELSE x.target END)
                            END,
            updated_at = now(), handed = NULL
       FROM cur x
@@ -435,11 +429,15 @@ func (db *DB) ResetRunning(ctx context.Context, stages ...string) (int64, error)
 	return n, err
 }
 
-// flowKeyHere is the key a row of pepsi.state s has at its stage (see
-// sql/008_flow_key.sql): the resets set it, since a stage program may
-// have moved the row on before it was orphaned.
-const flowKeyHere = `(SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
-                  WHERE k.stage = s.stage AND m.id = s.id)`
+// flowKeyAt, followed by a stage (an SQL expression) and ")", is the key
+// the message of pepsi.state s has at that stage (see sql/008_flow_key.sql):
+// every statement that makes a row pending at a new stage sets it so.
+const flowKeyAt = `(SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
+                  WHERE m.id = s.id AND k.stage = `
+
+// flowKeyHere is the key of row s at its own stage: the resets set it,
+// since a stage program may have moved the row on before it was orphaned.
+const flowKeyHere = flowKeyAt + `s.stage)`
 
 // handedAt is the stage a running row was handed out at: its owner's.
 const handedAt = "coalesce(handed, stage)"

@@ -151,8 +151,7 @@ UPDATE pepsi.state s
    SET status = 'pending', stage = coalesce(nullif($2::text, ''), s.stage), timeout = NULL, handed = NULL,
        attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now(),
        priority = coalesce($4::int, s.priority),
-       flow_key = (SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
-                    WHERE k.stage = coalesce(nullif($2::text, ''), s.stage) AND m.id = s.id),
+       flow_key = ` + flowKeyAt + `coalesce(nullif($2::text, ''), s.stage)),
        dedup_key = CASE
            WHEN s.dedup_key IS NULL OR s.status IN ('pending', 'running', 'paused') THEN s.dedup_key
            WHEN EXISTS (SELECT FROM pepsi.state o
