@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -144,21 +143,8 @@ func TestClaimKeyed(t *testing.T) {
 func TestMigrateFlowKey(t *testing.T) {
 	ctx, _, conn, known := migratedTo(t, 7)
 	rows := migrateRows(t)
-	for _, q := range []string{
-		"INSERT INTO pepsi.message (id, payload, headers) SELECT g, 'x', jsonb_build_object('customer', 'c' || g % 10) FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
-		"INSERT INTO pepsi.state (id, stage, status) SELECT g, 'a', CASE WHEN g % 2 = 0 THEN 'done' ELSE 'pending' END FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
-		"SELECT setval('pepsi.message_id_seq', " + strconv.Itoa(rows) + ")",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	start := time.Now()
-	applied, err := queue.Migrate(ctx, conn)
-	if err != nil || len(applied) != len(known)-7 {
-		t.Fatalf("Migrate = %v, %v", applied, err)
-	}
-	t.Logf("008 on a database of %d messages: %v", rows, time.Since(start).Round(time.Millisecond))
+	took := migratePopulated(t, ctx, conn, 7, known, rows)
+	t.Logf("008 on a database of %d messages: %v", rows, took.Round(time.Millisecond))
 	var keyed int64
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE flow_key IS NOT NULL").Scan(&keyed); err != nil || keyed != 0 {
 		t.Fatalf("after 008: %d rows with a key (%v), want 0", keyed, err)

@@ -121,6 +121,30 @@ func migratedTo(t *testing.T, version int) (context.Context, string, *pgx.Conn, 
 
 // migrateRows is how many messages an upgrade test populates:
 // PEPSI_TEST_MIGRATE_ROWS, default 10 000.
+// migratePopulated fills a database migratedTo version with rows messages
+// (header customer: one of 10 values), half of them pending at stage a
+// and half done, migrates it to the latest version and returns how long
+// that took.
+func migratePopulated(t *testing.T, ctx context.Context, conn *pgx.Conn, version int, known []queue.Migration, rows int) time.Duration {
+	t.Helper()
+	n := strconv.Itoa(rows)
+	for _, q := range []string{
+		"INSERT INTO pepsi.message (id, payload, headers) SELECT g, 'x', jsonb_build_object('customer', 'c' || g % 10) FROM generate_series(1, " + n + ") g",
+		"INSERT INTO pepsi.state (id, stage, status) SELECT g, 'a', CASE WHEN g % 2 = 0 THEN 'done' ELSE 'pending' END FROM generate_series(1, " + n + ") g",
+		"SELECT setval('pepsi.message_id_seq', " + n + ")",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	start := time.Now()
+	applied, err := queue.Migrate(ctx, conn)
+	if err != nil || len(applied) != len(known)-version {
+		t.Fatalf("Migrate = %v, %v", applied, err)
+	}
+	return time.Since(start)
+}
+
 func migrateRows(t *testing.T) int {
 	t.Helper()
 	s := os.Getenv("PEPSI_TEST_MIGRATE_ROWS")

@@ -212,21 +212,8 @@ func TestRedrivePriorityKey(t *testing.T) {
 func TestMigratePriorityKey(t *testing.T) {
 	ctx, _, conn, known := migratedTo(t, 6)
 	rows := migrateRows(t)
-	for _, q := range []string{
-		"INSERT INTO pepsi.message (id, payload) SELECT g, 'x' FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
-		"INSERT INTO pepsi.state (id, stage, status) SELECT g, 'a', CASE WHEN g % 2 = 0 THEN 'done' ELSE 'pending' END FROM generate_series(1, " + strconv.Itoa(rows) + ") g",
-		"SELECT setval('pepsi.message_id_seq', " + strconv.Itoa(rows) + ")",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	start := time.Now()
-	applied, err := queue.Migrate(ctx, conn)
-	if err != nil || len(applied) != len(known)-6 {
-		t.Fatalf("Migrate = %v, %v", applied, err)
-	}
-	t.Logf("007 on a database of %d messages: %v", rows, time.Since(start).Round(time.Millisecond))
+	took := migratePopulated(t, ctx, conn, 6, known, rows)
+	t.Logf("007 and later on a database of %d messages: %v", rows, took.Round(time.Millisecond))
 	var n, pending int64
 	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'pending')
 		FROM pepsi.state WHERE priority = 0 AND dedup_key IS NULL`).Scan(&n, &pending); err != nil || n != int64(rows) || pending != int64(rows+1)/2 {
