@@ -225,9 +225,17 @@ PROGRAM = /nonexistent/stage
 		WHERE datname = current_database() AND application_name LIKE 'pepsi dispatch pid %'`); err != nil {
 		t.Fatal(err)
 	}
-	site.WaitFor("a reconnect", time.Minute, func() bool {
+	// Two waits, not one: a scrape is not atomic, and one that read the
+	// health gauge before the failure and the counter after it would see
+	// both "reconnected" and "healthy" while the dispatcher is not. The
+	// dispatcher marks itself unhealthy before it counts the reconnect, so
+	// health seen after the count is health regained.
+	site.WaitFor("a reconnect counted", time.Minute, func() bool {
+		return scrape(t, base).sum("pepsi_listener_reconnects_total") >= 1
+	})
+	site.WaitFor("healthy again", time.Minute, func() bool {
 		f = scrape(t, base)
-		return f.sum("pepsi_listener_reconnects_total") >= 1 && f.value("pepsi_dispatcher_healthy") == 1
+		return f.value("pepsi_dispatcher_healthy") == 1
 	})
 	if code, _ := testkit.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after the reconnect: %d, want 200", code)
