@@ -198,16 +198,28 @@ func (b *bench) ingress(ctx context.Context) error {
 		if err != nil {
 			return r, err
 		}
-		cmd := exec.CommandContext(ctx, pgbench, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(ingressThreads),
-			"-T", strconv.Itoa(secs), "-n", "-f", scripts[pepsi], b.dsn)
-		cmd.Env = append(os.Environ(), "PGAPPNAME=pepsi bench ingress")
-		out, err := cmd.CombinedOutput()
-		m1, err2 := machineCPU()
-		if err != nil {
-			return r, fmt.Errorf("ingress: %s: %v:\n%s", pgbench, err, tail(out))
+		// A run whose time went on connecting (a loaded machine: 32
+		// backends to start) processed nothing: it is run again for
+		// twice as long, twice at most.
+		var out []byte
+		for t := secs; ; t *= 2 {
+			cmd := exec.CommandContext(ctx, pgbench, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(ingressThreads),
+				"-T", strconv.Itoa(t), "-n", "-f", scripts[pepsi], b.dsn)
+			cmd.Env = append(os.Environ(), "PGAPPNAME=pepsi bench ingress")
+			if out, err = cmd.CombinedOutput(); err != nil {
+				return r, fmt.Errorf("ingress: %s: %v:\n%s", pgbench, err, tail(out))
+			}
+			if r.tps, r.txs, err = parsePgbench(out); !errors.Is(err, errNoTransactions) || t >= 4*secs {
+				break
+			}
+			b.progress("ingress, %d clients: pgbench -T %d processed no transaction; again with -T %d", clients, t, 2*t)
 		}
-		if err2 != nil {
-			return r, err2
+		if err != nil {
+			return r, fmt.Errorf("ingress: %s: %w:\n%s", pgbench, err, tail(out))
+		}
+		m1, err := machineCPU()
+		if err != nil {
+			return r, err
 		}
 		cpu1, err := b.consumerCPU(d)
 		if err != nil {
@@ -216,9 +228,6 @@ func (b *bench) ingress(ctx context.Context) error {
 		cp1, err := b.checkpoints(ctx)
 		if err != nil {
 			return r, err
-		}
-		if r.tps, r.txs, err = parsePgbench(out); err != nil {
-			return r, fmt.Errorf("ingress: %s: %w:\n%s", pgbench, err, tail(out))
 		}
 		r.consumer, r.checkpoints = cpu1-cpu0, cp1-cp0
 		if t := m1.total - m0.total; t > 0 {
@@ -365,10 +374,16 @@ var (
 	pgbenchTxs = regexp.MustCompile(`(?m)^number of transactions actually processed: (\d+)`)
 )
 
+// errNoTransactions is parsePgbench's error for a run that processed none.
+var errNoTransactions = errors.New("it processed no transaction")
+
 // parsePgbench reads the tps (without the initial connection time) and
 // the number of transactions from pgbench's report.
 func parsePgbench(out []byte) (tps float64, txs int64, err error) {
 	m, n := pgbenchTPS.FindSubmatch(out), pgbenchTxs.FindSubmatch(out)
+	if n != nil && string(n[1]) == "0" {
+		return 0, 0, errNoTransactions
+	}
 	if m == nil || n == nil {
 		return 0, 0, errors.New("no tps in its report")
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,11 @@ tps = 934.254822 (without initial connection time)
 	}
 	if _, _, err := parsePgbench([]byte("pgbench: error: connection to server failed\n")); err == nil {
 		t.Error("parsePgbench: no error without a tps line")
+	}
+	// A run whose duration went on connecting: run again, longer.
+	none := "number of clients: 32\nduration: 1 s\nnumber of transactions actually processed: 0\nnumber of failed transactions: 0 (NaN%)\n"
+	if _, _, err := parsePgbench([]byte(none)); !errors.Is(err, errNoTransactions) {
+		t.Errorf("parsePgbench of a run with no transaction: %v, want errNoTransactions", err)
 	}
 }
 
