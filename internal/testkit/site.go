@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,9 +66,11 @@ func (s *Site) Enqueue(stage string, payloads ...[]byte) []int64 {
 // Int64 runs a query that returns one number.
 func (s *Site) Int64(sql string, args ...any) int64 {
 	s.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+	defer cancel()
 	var n int64
-	if err := s.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		s.T.Fatalf("%s: %v", sql, err)
+	if err := s.DB.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		s.T.Fatalf("%s: %v; %s", sql, err, queueRows{s})
 	}
 	return n
 }
@@ -92,10 +95,64 @@ func (s *Site) Count(status string) int64 {
 	return s.Int64("SELECT count(*) FROM pepsi.state WHERE status = $1", status)
 }
 
-// WaitFor is Wait showing the site's log and logs.
+// queryTimeout bounds a query of a test's: one that waits longer than
+// this for a lock fails the test, naming the query, instead of stalling
+// the Wait that polls it past its deadline.
+const queryTimeout = 30 * time.Second
+
+// WaitFor is Wait showing the site's log and logs, and the queue's rows by
+// stage, status and partition.
 func (s *Site) WaitFor(what string, timeout time.Duration, cond func() bool, logs ...fmt.Stringer) {
 	s.T.Helper()
-	Wait(s.T, what, timeout, cond, append([]fmt.Stringer{s.Logs}, logs...)...)
+	Wait(s.T, what, timeout, cond, append([]fmt.Stringer{s.Logs, queueRows{s}}, logs...)...)
+}
+
+// queueRows describes the queue for a failure message.
+type queueRows struct{ s *Site }
+
+func (q queueRows) String() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := q.s.DB.Pool.Query(ctx, `SELECT stage, status, tableoid::regclass::text, count(*)
+		FROM pepsi.state GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`)
+	if err != nil {
+		return "the queue's rows: " + err.Error()
+	}
+	var b strings.Builder
+	b.WriteString("the queue's rows:")
+	for rows.Next() {
+		var stage, status, part string
+		var n int64
+		if err := rows.Scan(&stage, &status, &part, &n); err != nil {
+			return b.String() + " " + err.Error()
+		}
+		fmt.Fprintf(&b, " %s/%s %d (%s);", stage, status, n, part)
+	}
+	if err := rows.Err(); err != nil {
+		b.WriteString(" " + err.Error())
+	}
+	q.waiting(ctx, &b)
+	return b.String()
+}
+
+// waiting appends the sessions of the test's database that wait on a
+// lock: a Wait that times out behind one names it.
+func (q queueRows) waiting(ctx context.Context, b *strings.Builder) {
+	rows, err := q.s.DB.Pool.Query(ctx, `SELECT pid, coalesce(application_name, ''),
+		left(query, 120), (now() - xact_start)::text
+		FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int32
+		var app, query, age string
+		if rows.Scan(&pid, &app, &query, &age) == nil {
+			fmt.Fprintf(b, "\nwaiting on a lock: pid %d (%s), in transaction for %s: %s", pid, app, age, query)
+		}
+	}
 }
 
 // WaitSettled waits until every message is done or failed.
