@@ -14,19 +14,22 @@ import (
 type chore struct {
 	want, did step // what was asked, what was done
 
-	held   []int64       // orphans: the ids this dispatcher holds
-	age    time.Duration // orphans: reset only rows running longer than this
-	after  int64         // expire: the id the step starts after
-	keep   time.Duration // expire: delete done rows older than this (RETENTION)
+	held   []int64        // orphans: the ids this dispatcher holds
+	age    time.Duration  // orphans: reset only rows running longer than this
+	after  queue.ExpireAt // expire: where the step starts
+	keep   time.Duration  // expire: delete done rows older than this (RETENTION)
+	width  time.Duration  // expire: the span of each range of done rows
 	stages []queue.StageStats
 	global queue.DispatchStats // flush: the deltas to add
 	final  bool                // the last chore before the dispatcher stops
 	owned  []string            // orphans: the stages swept (nil: every one)
 	set    string              // disarm: the dispatcher's wake row
 
-	reset   int64 // orphans: rows put back to pending
-	last    int64 // expire: the last id looked at; 0: the walk is done
-	expired int64 // expire: rows deleted
+	reset   int64          // orphans: rows put back to pending
+	last    queue.ExpireAt // expire: where the next step starts
+	more    bool           // expire: a next step has work
+	expired int64          // expire: rows deleted
+	ranges  int            // expire: ranges of done rows created
 }
 
 // step is one part of a chore.
@@ -34,7 +37,7 @@ type step uint8
 
 const (
 	stepOrphans step = 1 << iota // reset running rows no worker holds
-	stepExpire                   // delete one batch of expired done rows
+	stepExpire                   // create ranges of done rows ahead, delete one batch of expired ones
 	stepFlush                    // add the statistics deltas
 	stepDisarm                   // clear the wake flag: no one listens now
 )
@@ -63,7 +66,13 @@ func (c *chore) run(ctx context.Context, db *queue.DB) error {
 		c.did |= stepOrphans
 	}
 	if c.want&stepExpire != 0 {
-		if c.last, c.expired, err = db.ExpireDone(ctx, c.after, c.keep, expireBatch); err != nil {
+		if c.after == (queue.ExpireAt{}) {
+			// A walk starts with the ranges the next steps' settles need.
+			if c.ranges, err = db.DoneAhead(ctx, c.width, doneAhead); err != nil {
+				return err
+			}
+		}
+		if c.last, c.expired, c.more, err = db.ExpireDone(ctx, c.after, c.keep, expireBatch); err != nil {
 			return err
 		}
 		c.did |= stepExpire
@@ -84,7 +93,20 @@ func (c *chore) run(ctx context.Context, db *queue.DB) error {
 }
 
 // expireBatch is how many rows, by id, one retention step looks at.
-const expireBatch = 1000
+const expireBatch = 5000
+
+// doneAhead is how many ranges of done rows, past now, the retention
+// sweep keeps created; it runs once a range's span, so a row a settle
+// makes done finds its range made although one sweep failed.
+const doneAhead = 3
+
+// doneWidth is the span of each range of done rows for a RETENTION of
+// keep: a quarter of it, at least a second, so that a done message is
+// deleted between keep and keep + 2 spans (its range's end, and the next
+// sweep) after it was done, and about 5 + 3 ranges exist at a time.
+func doneWidth(keep time.Duration) time.Duration {
+	return max(keep/4, time.Second).Truncate(time.Second)
+}
 
 // startChore starts the chore lane's next chore, if one is due.
 func (d *Dispatcher) startChore(now time.Time) {
@@ -135,7 +157,7 @@ func (d *Dispatcher) sweepsDue(c *chore, now time.Time) {
 	}
 	if dc.Retention > 0 && (d.expiring || !now.Before(d.nextExpire)) && d.janitor.Load() {
 		c.want |= stepExpire
-		c.after, c.keep = d.expireAfter, dc.Retention
+		c.after, c.keep, c.width = d.expireAfter, dc.Retention, doneWidth(dc.Retention)
 	}
 }
 
@@ -181,7 +203,13 @@ func (d *Dispatcher) finishChore(j *job, now time.Time) {
 // no more rows.
 func (d *Dispatcher) expired(c *chore, now time.Time) {
 	dc := &d.cfg.Dispatch
-	d.expiring, d.expireAfter = c.last != 0, c.last
+	d.expiring, d.expireAfter = c.more, c.last
+	if !c.more {
+		d.expireAfter = queue.ExpireAt{}
+	}
+	if c.ranges > 0 {
+		d.log.Debug("retention: ranges of done messages created", "count", c.ranges, "span", doneWidth(dc.Retention))
+	}
 	d.expiredRows += c.expired
 	if c.expired > 0 {
 		d.tally.global.Expired += c.expired
@@ -194,7 +222,7 @@ func (d *Dispatcher) expired(c *chore, now time.Time) {
 		d.log.Info("retention: deleted done messages", "count", d.expiredRows, "older_than", dc.Retention)
 	}
 	d.expiredRows = 0
-	d.nextExpire = now.Add(min(max(dc.Retention/24, time.Minute), time.Hour))
+	d.nextExpire = now.Add(min(doneWidth(dc.Retention), time.Hour))
 }
 
 // held appends to ids the ids this dispatcher has claimed and not yet

@@ -106,14 +106,14 @@ type queueWork struct {
 
 // sweeps is when the chore lane's steps are due and what they found.
 type sweeps struct {
-	tally       tally     // statistics not yet written
-	lastFlush   time.Time // when they were last written
-	nextOrphans time.Time // when the orphan sweep is due
-	orphansNow  bool      // sweep orphans of any age at once (after a reconnect)
-	nextExpire  time.Time // when the retention sweep is due
-	expiring    bool      // a retention sweep is walking the table
-	expireAfter int64     // the last id it looked at
-	expiredRows int64     // what it deleted so far
+	tally       tally          // statistics not yet written
+	lastFlush   time.Time      // when they were last written
+	nextOrphans time.Time      // when the orphan sweep is due
+	orphansNow  bool           // sweep orphans of any age at once (after a reconnect)
+	nextExpire  time.Time      // when the retention sweep is due
+	expiring    bool           // a retention sweep is walking the table
+	expireAfter queue.ExpireAt // where it goes on
+	expiredRows int64          // what it deleted so far
 }
 
 // stopState is how far a stop has come.

@@ -11,16 +11,24 @@ import (
 )
 
 // flowLog records every status change of pepsi.state, by the server's
-// clock: which message was where, when.
+// clock: which message was where, when. An UPDATE that makes a row done or
+// failed moves it to another partition, which fires INSERT row triggers
+// there, not UPDATE ones.
 const flowLog = `
 CREATE TABLE test_flow (seq bigserial, id bigint, stage text, old text, new text, at timestamptz DEFAULT clock_timestamp());
 CREATE FUNCTION test_flow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO test_flow (id, stage, old, new) VALUES (NEW.id, NEW.stage, OLD.status, NEW.status);
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO test_flow (id, stage, old, new) VALUES (NEW.id, NEW.stage, NULL, NEW.status);
+    ELSE
+        INSERT INTO test_flow (id, stage, old, new) VALUES (NEW.id, NEW.stage, OLD.status, NEW.status);
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER test_flow AFTER UPDATE ON pepsi.state FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION test_flow()`
+    WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION test_flow();
+CREATE TRIGGER test_flow_moved AFTER INSERT ON pepsi.state FOR EACH ROW
+    WHEN (NEW.status IN ('done', 'failed')) EXECUTE FUNCTION test_flow()`
 
 // TestKeyOrder: with KEY_LIMIT = 1 the messages of one key pass the stage
 // one at a time in ingress order, through worker crashes, timeouts, failed

@@ -58,7 +58,7 @@ func TestRetention(t *testing.T) {
 }
 
 // TestVacuumSweep: the churn of a pipeline leaves dead row versions in
-// pepsi.state, and deleted messages (what the retention sweep does) in
+// pepsi.state_live, and deleted messages (what the retention sweep does) in
 // pepsi.message; the dispatcher vacuums both itself (the test server runs
 // with autovacuum off, as this machine's does) and says so at debug.
 func TestVacuumSweep(t *testing.T) {
@@ -66,11 +66,11 @@ func TestVacuumSweep(t *testing.T) {
 	b.enqueue("work", make([]string, 1500)...)
 	b.start()
 	b.waitSettled(3 * time.Minute)
-	b.waitFor("pepsi.state vacuumed by the dispatcher", 2*time.Minute, func() bool {
-		return b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.state'::regclass") > 0
+	b.waitFor("pepsi.state_live vacuumed by the dispatcher", 2*time.Minute, func() bool {
+		return b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.state_live'::regclass") > 0
 	})
 	b.waitFor("the vacuum logged", time.Minute, func() bool {
-		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.state"`)
+		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.state_live"`)
 	})
 	if n := b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message'::regclass"); n != 0 {
 		t.Fatalf("pepsi.message vacuumed %d times before anything was deleted from it", n)

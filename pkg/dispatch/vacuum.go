@@ -14,7 +14,7 @@ const (
 	vacuumScale = 0.05
 )
 
-// vacuum keeps pepsi.state and pepsi.message from bloating until ctx is
+// vacuum keeps pepsi.state_live and pepsi.message from bloating until ctx is
 // done: every VACUUM_INTERVAL it reads each table's live and dead row
 // counts and vacuums it when the rule says so. Every stage pass rewrites a
 // queue row twice (settle, claim), and the retention sweep deletes the

@@ -64,7 +64,7 @@ const claimPickSQL = `
     SELECT p.ctid, p.id, p.updated_at
       FROM unnest($1::text[], $2::int[]) AS c(stage, cap)
      CROSS JOIN LATERAL (
-           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
+           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state_live s
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
             ORDER BY s.stage, s.priority, s.id
             LIMIT c.cap) p
@@ -72,7 +72,7 @@ const claimPickSQL = `
 
 // claimUpdateSQL is the claim's second half: the picked rows to running.
 const claimUpdateSQL = `), upd AS (
-    UPDATE pepsi.state s
+    UPDATE pepsi.state_live s
        SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = 'pending'
     RETURNING s.id, s.stage, s.priority, s.flow_key
@@ -96,16 +96,16 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
     SELECT p.ctid, p.id, p.updated_at
       FROM unnest($3::text[], $4::int[], $5::int[], $6::jsonb[]) AS c(stage, cap, lim, held)
      CROSS JOIN LATERAL (
-           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state s
+           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state_live s
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
               AND (s.flow_key IS NULL OR CASE WHEN c.lim = 1 THEN
                      NOT c.held ? s.flow_key
-                     AND NOT EXISTS (SELECT FROM pepsi.state e
+                     AND NOT EXISTS (SELECT FROM pepsi.state_live e
                                       WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
                                         AND e.status IN ('pending', 'paused'))
                    ELSE
                      coalesce((c.held ->> s.flow_key)::int, 0) + (SELECT count(*) FROM (
-                         SELECT FROM pepsi.state e
+                         SELECT FROM pepsi.state_live e
                           WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
                             AND e.status IN ('pending', 'paused')
                           LIMIT c.lim) e) < c.lim
@@ -303,29 +303,41 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 //     (at most maxdelay) while retries are left.
 //
 // Rows the stage finished, paused or failed are left alone. cur locks the
-// rows first, one primary-key lookup per verdict (the locking subquery is
-// not flattened into a join that could scan the table), and reads them as
-// locked, so that what it reports and
+// unfinished rows first, one primary-key lookup of state_live per verdict
+// (the locking subquery is not flattened into a join that could scan the
+// table), and reads them as locked, so that what it reports and
 // decides is their latest committed state even when a stage's commit
-// lands while this runs. Every row of cur that is running is updated, so
+// lands while this runs; only the ids not there (a stage finished them:
+// they moved to another partition) are looked up in the others, and read
+// unlocked. A row moved by a stage's commit while cur waited for its lock
+// fails the statement (SQLSTATE 40001), which Settle runs again. Every
+// unfinished row of cur that is running is updated, so
 // the result is upd's rows and cur's others: no join of the two, whose
 // sizes the planner cannot know (it guessed one row and compared every
 // pair: 7 s for 2 000 verdicts). upd finds its rows by primary key from
-// cur and has no condition of its own on s.status: cur holds their locks
-// and read their latest version, which is the one upd changes. A
-// condition such as s.status = 'running' lets the planner start from
-// state_running (a few rows, it guesses) and scan cur once per row.
+// cur and has no condition of its own on s.status but the partition's
+// (which keeps it to state_live; an UPDATE through pepsi.state moves a row
+// it makes done or failed): cur holds their locks and read their latest
+// version, which is the one upd changes. A condition such as s.status =
+// 'running' lets the planner start from state_running (a few rows, it
+// guesses) and scan cur once per row.
 const settleSQL = `
 WITH cur AS (
     SELECT v.id, v.stage AS handed, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
-           s.status, s.stage, s.timeout, s.attempts,
-           s.stage <> v.stage AS advanced,
-           v.verdict = 'failed' AND greatest(s.attempts, 1) <= v.retries AS retry
+           coalesce(l.status, f.status) AS status, coalesce(l.stage, f.stage) AS stage,
+           coalesce(l.timeout, f.timeout) AS timeout, l.attempts,
+           coalesce(l.stage, f.stage) <> v.stage AS advanced,
+           v.verdict = 'failed' AND greatest(l.attempts, 1) <= v.retries AS retry
       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[])
            AS v(id, stage, verdict, reason, retries, delay, maxdelay, target)
-     CROSS JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout, s.attempts FROM pepsi.state s
-            WHERE s.id = v.id FOR UPDATE) s
+      LEFT JOIN LATERAL (
+           SELECT s.status, s.stage, s.timeout, s.attempts FROM pepsi.state_live s
+            WHERE s.id = v.id FOR UPDATE) l ON true
+      LEFT JOIN LATERAL (
+           SELECT s.status, s.stage, s.timeout FROM pepsi.state s
+            WHERE s.id = v.id AND l.status IS NULL AND s.status IN ('done', 'failed')
+           OFFSET 0) f ON true -- not flattened: l.status IS NULL gates each partition's probe
+     WHERE l.status IS NOT NULL OR f.status IS NOT NULL
 ), upd AS (
     UPDATE pepsi.state s
        SET status = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance') THEN 'pending'
@@ -349,7 +361,7 @@ WITH cur AS (
                            END,
            updated_at = now(), handed = NULL
       FROM cur x
-     WHERE s.id = x.id AND x.status = 'running'
+     WHERE s.id = x.id AND x.status = 'running' AND s.status IN ('pending', 'running', 'paused')
     RETURNING s.id, s.stage, x.handed, s.status, s.timeout
 )
 SELECT id, 'running', stage, handed, status, timeout FROM upd

@@ -159,7 +159,7 @@ func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 			state[0] = ids[i]
 			return state
 		}}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state"}, cols, states)
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state_live"}, cols, states)
 		return err
 	})
 	if err != nil {

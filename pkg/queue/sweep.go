@@ -27,25 +27,37 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 	return n, err
 }
 
-// ExpireDone deletes, among the next batch rows by id after after, the
-// messages done longer ago than olderThan. It returns the last id it looked
-// at (0 when there were no more rows) and how many it deleted.
-func (db *DB) ExpireDone(ctx context.Context, after int64, olderThan time.Duration, batch int) (last, deleted int64, err error) {
+// ExpireDone does one step of the retention sweep, deleting messages done
+// longer ago than olderThan: in the oldest range of pepsi.state_done that
+// has expired, the messages of the next batch rows by id (the range is
+// dropped whole once they are gone); when none has, the expired ones among
+// the next batch rows of the default partition. The next rows are those
+// after at's ID when at is the partition it works in. It returns where the
+// next step goes on, how many messages it deleted, and whether a next step
+// has work (see pepsi.expire_done in sql/009_done_partitions.sql).
+func (db *DB) ExpireDone(ctx context.Context, at ExpireAt, olderThan time.Duration, batch int) (next ExpireAt, deleted int64, more bool, err error) {
 	err = retry(ctx, func() error {
-		var lastp *int64
-		err := db.queryRowFenced(ctx, `
-WITH batch AS (
-    SELECT id, status, updated_at FROM pepsi.state WHERE id > $1 ORDER BY id LIMIT $3
-), del AS (
-    DELETE FROM pepsi.message m USING batch b
-     WHERE m.id = b.id AND b.status = 'done' AND b.updated_at <= now() - $2::interval
-    RETURNING m.id
-)
-SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM del)`, []any{after, olderThan, batch}, &lastp, &deleted)
-		if lastp != nil {
-			last = *lastp
-		}
-		return err
+		return db.queryRowFenced(ctx, "SELECT part, last, deleted, more FROM pepsi.expire_done($1::interval, $2, $3, $4)",
+			[]any{olderThan, at.Part, at.ID, batch}, &next.Part, &next.ID, &deleted, &more)
 	})
-	return last, deleted, err
+	return next, deleted, more, err
+}
+
+// ExpireAt is where a retention sweep goes on: after the row ID of the
+// partition Part ("" and 0: at the start).
+type ExpireAt struct {
+	Part string
+	ID   int64
+}
+
+// DoneAhead creates the ranges of pepsi.state_done, width each, from the
+// end of the last one to ahead widths past now, and returns how many it
+// created. A range it cannot create now (a lock not had within a second)
+// is left to the next call.
+func (db *DB) DoneAhead(ctx context.Context, width time.Duration, ahead int) (int, error) {
+	var n int
+	err := retry(ctx, func() error {
+		return db.queryRowFenced(ctx, "SELECT pepsi.done_ahead($1::interval, $2)", []any{width, ahead}, &n)
+	})
+	return n, err
 }

@@ -12,10 +12,11 @@ type Churn struct {
 	Live, Dead int64
 }
 
-// Vacuumed are the tables the dispatcher vacuums: pepsi.state, which every
-// stage pass rewrites, and pepsi.message, which the retention sweep
-// deletes from.
-var Vacuumed = []string{"pepsi.state", "pepsi.message"}
+// Vacuumed are the tables the dispatcher vacuums: pepsi.state_live, which
+// every stage pass rewrites, and pepsi.message, which the retention sweep
+// deletes from. The other partitions of pepsi.state are written once per
+// row and dropped whole.
+var Vacuumed = []string{"pepsi.state_live", "pepsi.message"}
 
 // TableChurn reads table's (one of Vacuumed) live and dead row counts from
 // the server's cumulative statistics (updated by each backend within a
