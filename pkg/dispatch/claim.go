@@ -12,10 +12,7 @@ import (
 // back to pending, a claim for every stage that has room and may have work.
 func (d *Dispatcher) startClaim(now time.Time) {
 	l := &d.claimer
-	if l.job != nil || d.stopping || len(d.settles) > d.backlog || d.sweepingOrphans() {
-		// Answers free their workers before they are settled: while the
-		// settles fall behind, claiming more only grows their backlog.
-		// And the orphan sweep must know every row this dispatcher holds.
+	if d.claimHeld() {
 		return
 	}
 	w := &d.waker
@@ -65,6 +62,18 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	d.checkPause = false
 	l.job = j
 	l.jobs <- j
+}
+
+// claimHeld reports whether the claim lane may not start a job now
+// whatever is due: a claim is in flight, the dispatcher is stopping, the
+// settles are behind or the orphan sweep runs. Each ends with a lane's
+// result or a stop, which wakes the loop, so nextDeadline sets no
+// deadline of the claim's meanwhile (a due one would spin the loop).
+func (d *Dispatcher) claimHeld() bool {
+	// Answers free their workers before they are settled: while the
+	// settles fall behind, claiming more only grows their backlog. And the
+	// orphan sweep must know every row this dispatcher holds.
+	return d.claimer.job != nil || d.stopping || len(d.settles) > d.backlog || d.sweepingOrphans()
 }
 
 // claimDelay is how long a claim may wait for its stages to have room

@@ -141,17 +141,15 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		if !d.lockless && len(d.settles) > 0 && d.settler.job == nil {
 			soon(now)
 		}
-		if !d.lockless && d.claimer.job == nil {
+		if !d.lockless && !d.claimHeld() {
 			soon(d.nextPaused)
-			if !d.stopping {
-				soon(d.waker.pollAt)
-				soon(d.claimAt)
-				if now.Before(d.tokensAt) {
-					soon(d.tokensAt)
-				}
-				if d.waker.write != queue.ArmKeep {
-					soon(now)
-				}
+			soon(d.waker.pollAt)
+			soon(d.claimAt)
+			if now.Before(d.tokensAt) {
+				soon(d.tokensAt)
+			}
+			if d.waker.write != queue.ArmKeep {
+				soon(now)
 			}
 		}
 	}

@@ -240,6 +240,27 @@ func TestNextDeadline(t *testing.T) {
 			u.workerDue = u.at.Add(time.Hour) // the kill is at SHUTDOWN_GRACE, before stopBy
 		}, 4*time.Second + stopSlack},
 		{"a paused row falls due", func(u *unit) { u.nextPaused = u.at.Add(5 * time.Second) }, 5 * time.Second},
+		// A due deadline of the claim's while the claim may not start
+		// spun the loop (the settle lane behind under 64 workers: the
+		// dispatcher took 3x its CPU per pass and halved the throughput).
+		{"a poll past due while the settles are behind: the settle's result", func(u *unit) {
+			u.waker.pollAt = u.at.Add(-time.Millisecond)
+			u.settler.job = &u.settler.buf
+			for i := range u.backlog + 1 {
+				u.settles = append(u.settles, queue.Settle{ID: int64(i + 1)})
+			}
+		}, 10 * time.Second},
+		{"a poll past due while the orphan sweep runs: the sweep's result", func(u *unit) {
+			u.waker.pollAt = u.at.Add(-time.Millisecond)
+			u.chores.job = &u.chores.buf
+			u.chores.buf.chore.want = stepOrphans
+		}, 10 * time.Second},
+		{"a paused row past due while stopping: stopBy", func(u *unit) {
+			u.worker("a", 1)
+			u.beginStop()
+			u.workerDue = u.at.Add(time.Hour)
+			u.nextPaused = u.at.Add(-time.Second)
+		}, 4*time.Second + stopSlack},
 	} {
 		u := newUnit(t)
 		c.setup(u)
