@@ -118,6 +118,7 @@ func (q queueRows) String() string {
 	if err != nil {
 		return "the queue's rows: " + err.Error()
 	}
+	defer rows.Close()
 	var b strings.Builder
 	b.WriteString("the queue's rows:")
 	for rows.Next() {
