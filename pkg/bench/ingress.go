@@ -45,6 +45,9 @@ const ingressEmpty = `TRUNCATE bench.app, bench.outbox`
 // ingressRows counts the rows a run left: the application's, the outbox's.
 const ingressRows = `SELECT (SELECT count(*) FROM bench.app), (SELECT count(*) FROM bench.outbox)`
 
+// ingressHeldRows counts the messages waiting at a stage (ingressHeld).
+const ingressHeldRows = `SELECT count(*) FROM pepsi.state WHERE status = 'pending' AND stage = $1`
+
 // ingressClients are the pgbench client counts measured.
 var ingressClients = []int{8, 32}
 
@@ -52,6 +55,27 @@ var ingressClients = []int{8, 32}
 const ingressThreads = 2
 
 const targetIngressRatio = 0.90 // pepsi.enqueue() transactions/s, of the plain transaction's
+
+// ingressHeld is the stage the held runs enqueue into: no dispatcher
+// owns it, so the messages wait, and the run measures the producers alone
+// with the dispatcher running (idle, so armed when its wake rule says).
+const ingressHeld = "ingress-held"
+
+// ingressKind is what a run's transaction does besides the application's
+// INSERT.
+type ingressKind int
+
+const (
+	ingressPlain    ingressKind = iota // INSERT INTO bench.outbox
+	ingressHeldKind                    // pepsi.enqueue() into ingressHeld: nothing consumes it
+	ingressConsumed                    // pepsi.enqueue() into the dispatcher's stage, consumed meanwhile
+)
+
+var ingressKinds = []ingressKind{ingressPlain, ingressHeldKind, ingressConsumed}
+
+func (k ingressKind) String() string {
+	return [...]string{"plain INSERT", "pepsi.enqueue(), held", "pepsi.enqueue(), consumed"}[k]
+}
 
 // ingressScript is a pgbench script: the application's INSERT, then either
 // pepsi.enqueue() or the plain outbox INSERT, in one transaction.
@@ -123,9 +147,11 @@ func (s ingressSide) tps() string {
 
 // ingress measures SQL ingress from an application's transaction: at each
 // client count, pgbench runs the plain transaction and the pepsi.enqueue()
-// one, interleaved, IngressRuns times each, while a pepsi dispatch (one
-// status-line no-op stage, the one enqueued into) consumes what is
-// enqueued, in both, so that the same processes run in both.
+// one twice, interleaved, IngressRuns times each, while a pepsi dispatch
+// (one status-line no-op stage) runs through all of them: the held runs
+// enqueue into a stage it does not own (the producers' own cost, with the
+// dispatcher's wake rule at work), the consumed runs into its stage, whose
+// workers take the messages meanwhile (the same two cores do both).
 func (b *bench) ingress(ctx context.Context) error {
 	st, err := b.settings(ctx)
 	if err != nil {
@@ -139,9 +165,14 @@ func (b *bench) ingress(ctx context.Context) error {
 		return fmt.Errorf("ingress: its tables: %w", err)
 	}
 	stage := b.stages[0]
-	scripts := map[bool]string{false: b.path("ingress-plain.sql"), true: b.path("ingress-pepsi.sql")}
-	for pepsi, path := range scripts {
-		if err := os.WriteFile(path, []byte(ingressScript(stage, pepsi)), 0o644); err != nil {
+	scripts := map[ingressKind]string{ingressPlain: b.path("ingress-plain.sql"),
+		ingressHeldKind: b.path("ingress-held.sql"), ingressConsumed: b.path("ingress-pepsi.sql")}
+	for k, path := range scripts {
+		script := ingressScript(stage, k != ingressPlain)
+		if k == ingressHeldKind {
+			script = ingressScript(ingressHeld, true)
+		}
+		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 			return err
 		}
 	}
@@ -167,7 +198,7 @@ func (b *bench) ingress(ctx context.Context) error {
 		return err
 	}
 
-	run := func(clients int, pepsi bool, i int) (ingressRun, error) {
+	run := func(clients int, kind ingressKind, i int) (ingressRun, error) {
 		var r ingressRun
 		if err := b.reset(ctx); err != nil {
 			return r, err
@@ -181,11 +212,7 @@ func (b *bench) ingress(ctx context.Context) error {
 		if _, err := b.sql.Exec(ctx, "CHECKPOINT"); err != nil {
 			return r, fmt.Errorf("ingress: %w", err)
 		}
-		what := "plain INSERT"
-		if pepsi {
-			what = "pepsi.enqueue()"
-		}
-		b.progress("ingress, %d clients: %s, run %d of %d, pgbench -T %d", clients, what, i+1, b.o.IngressRuns, secs)
+		b.progress("ingress, %d clients: %s, run %d of %d, pgbench -T %d", clients, kind, i+1, b.o.IngressRuns, secs)
 		cp0, err := b.checkpoints(ctx)
 		if err != nil {
 			return r, err
@@ -204,7 +231,7 @@ func (b *bench) ingress(ctx context.Context) error {
 		var out []byte
 		for t := secs; ; t *= 2 {
 			cmd := exec.CommandContext(ctx, pgbench, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(ingressThreads),
-				"-T", strconv.Itoa(t), "-n", "-f", scripts[pepsi], b.dsn)
+				"-T", strconv.Itoa(t), "-n", "-f", scripts[kind], b.dsn)
 			cmd.Env = append(os.Environ(), "PGAPPNAME=pepsi bench ingress")
 			if out, err = cmd.CombinedOutput(); err != nil {
 				return r, fmt.Errorf("ingress: %s: %v:\n%s", pgbench, err, tail(out))
@@ -233,33 +260,36 @@ func (b *bench) ingress(ctx context.Context) error {
 		if t := m1.total - m0.total; t > 0 {
 			r.busy, r.steal = float64(m1.busy-m0.busy)/float64(t), float64(m1.steal-m0.steal)/float64(t)
 		}
-		var app, outbox int64
+		var app, outbox, held int64
 		if err := b.sql.QueryRow(ctx, ingressRows).Scan(&app, &outbox); err != nil {
 			return r, err
 		}
-		wantOutbox := r.txs
-		if pepsi {
-			wantOutbox = 0
+		if err := b.sql.QueryRow(ctx, ingressHeldRows, ingressHeld).Scan(&held); err != nil {
+			return r, err
+		}
+		want := map[ingressKind][2]int64{ingressPlain: {r.txs, 0}, ingressHeldKind: {0, r.txs}, ingressConsumed: {0, 0}}[kind]
+		if kind == ingressConsumed {
 			if err := b.waitIdle(ctx, d, 5*time.Minute); err != nil {
 				return r, fmt.Errorf("ingress: draining the queue: %w", err)
 			}
 		}
-		if app != r.txs || outbox != wantOutbox {
-			return r, fmt.Errorf("ingress: pgbench made %d transactions, but bench.app has %d rows and bench.outbox %d", r.txs, app, outbox)
+		if app != r.txs || outbox != want[0] || held != want[1] {
+			return r, fmt.Errorf("ingress: pgbench made %d transactions, but bench.app has %d rows, bench.outbox %d, and %d messages wait at %s",
+				r.txs, app, outbox, held, ingressHeld)
 		}
 		return r, nil
 	}
 
-	sides := map[int]map[bool]ingressSide{}
+	sides := map[int]map[ingressKind]ingressSide{}
 	for _, clients := range ingressClients {
-		sides[clients] = map[bool]ingressSide{}
+		sides[clients] = map[ingressKind]ingressSide{}
 		for i := range b.o.IngressRuns {
-			for _, pepsi := range []bool{false, true} {
-				r, err := run(clients, pepsi, i)
+			for _, kind := range ingressKinds {
+				r, err := run(clients, kind, i)
 				if err != nil {
 					return err
 				}
-				sides[clients][pepsi] = append(sides[clients][pepsi], r)
+				sides[clients][kind] = append(sides[clients][kind], r)
 			}
 		}
 	}
@@ -279,42 +309,51 @@ func (b *bench) ingress(ctx context.Context) error {
 		median = fmt.Sprintf(" (median of %d)", b.o.IngressRuns)
 	}
 	for _, clients := range ingressClients {
-		plain, pepsi := sides[clients][false].median(), sides[clients][true].median()
-		f := Figure{Key: fmt.Sprintf("ingress.%d", clients),
-			Name:  fmt.Sprintf("SQL ingress, %d clients: pepsi.enqueue() transaction%s", clients, median),
-			Value: pepsi.tps, Unit: "tx/s", Ceiling: plain.tps, Of: "same transaction with a plain INSERT, same run",
-			Target: "≥ 0.90"}
-		if plain.tps > 0 {
-			f.Met = atLeast(pepsi.tps/plain.tps, targetIngressRatio)
+		plain := sides[clients][ingressPlain].median()
+		for _, kind := range ingressKinds[1:] {
+			pepsi := sides[clients][kind].median()
+			key, what := fmt.Sprintf("ingress.%d", clients), "messages held (the producers alone)"
+			if kind == ingressConsumed {
+				key, what = fmt.Sprintf("ingress.%d.consumed", clients), "messages consumed meanwhile"
+			}
+			f := Figure{Key: key,
+				Name:  fmt.Sprintf("SQL ingress, %d clients: pepsi.enqueue() transaction, %s%s", clients, what, median),
+				Value: pepsi.tps, Unit: "tx/s", Ceiling: plain.tps, Of: "same transaction with a plain INSERT, same run",
+				Target: "≥ 0.90"}
+			if plain.tps > 0 {
+				f.Met = atLeast(pepsi.tps/plain.tps, targetIngressRatio)
+			}
+			rep.add(f)
 		}
-		rep.add(f)
 	}
 	rep.note("SQL ingress: pgbench -c N -j %d -T %d -n on the bench database, each transaction "+
 		"BEGIN; INSERT INTO bench.app (account, amount) VALUES (random, random); then either "+
 		"SELECT pepsi.enqueue('%s', 'payload') or, plain, INSERT INTO bench.outbox (stage, headers, payload) VALUES ('%s', '{}', 'payload') "+
 		"(a table of the shape pepsi.enqueue() writes: identity id, created_at, stage, headers, payload); COMMIT; "+
-		"plain and pepsi runs interleaved, the tables emptied before each; a pepsi dispatch (one status-line no-op stage, %d workers) "+
-		"runs through all of them and consumes the pepsi runs' messages, drained after each",
-		ingressThreads, secs, stage, stage, p.workers())
+		"plain, held and consumed runs interleaved, the tables emptied before each; a pepsi dispatch (one status-line no-op stage, %d workers) "+
+		"runs through all of them: held runs enqueue into stage %s, which it does not own (the messages wait: the producers' own cost, "+
+		"with the dispatcher idle and its wake rule at work); consumed runs into its stage, whose messages it consumes meanwhile, drained after each",
+		ingressThreads, secs, stage, stage, p.workers(), ingressHeld)
 	for _, clients := range ingressClients {
-		plain, pepsi := sides[clients][false], sides[clients][true]
+		plain, held, pepsi := sides[clients][ingressPlain], sides[clients][ingressHeldKind], sides[clients][ingressConsumed]
 		var consumer time.Duration
 		var txs, cps int64
 		for _, r := range pepsi {
 			consumer += r.consumer
 			txs += r.txs
 		}
-		for _, r := range append(slices.Clone(plain), pepsi...) {
+		for _, r := range slices.Concat(plain, held, pepsi) {
 			cps += r.checkpoints
 		}
 		perMsg := 0.0
 		if txs > 0 {
 			perMsg = float64(consumer.Microseconds()) / float64(txs)
 		}
-		rep.note("SQL ingress, %d clients: tx/s by run, plain %s; pepsi %s; machine CPU busy %.0f%% and %.0f%%, stolen by the hypervisor %.0f%% and %.0f%% (plain, pepsi); "+
-			"dispatcher and stage program %.1f µs CPU per message in the pepsi runs; the server made %d checkpoints meanwhile",
-			clients, plain.tps(), pepsi.tps(), 100*plain.median().busy, 100*pepsi.median().busy,
-			100*plain.median().steal, 100*pepsi.median().steal, perMsg, cps)
+		rep.note("SQL ingress, %d clients: tx/s by run, plain %s; held %s; consumed %s; machine CPU busy %.0f%%, %.0f%% and %.0f%%, "+
+			"stolen by the hypervisor %.0f%%, %.0f%% and %.0f%% (plain, held, consumed); "+
+			"dispatcher and stage program %.1f µs CPU per message in the consumed runs; the server made %d checkpoints meanwhile",
+			clients, plain.tps(), held.tps(), pepsi.tps(), 100*plain.median().busy, 100*held.median().busy, 100*pepsi.median().busy,
+			100*plain.median().steal, 100*held.median().steal, 100*pepsi.median().steal, perMsg, cps)
 	}
 	return nil
 }

@@ -21,8 +21,13 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	any := resume || w.pollDue(now)
 	caps := d.caps[:0]
 	d.tokensAt = time.Time{}
+	w.backlog = false
 	for _, p := range d.pools {
-		if c := p.capacity(now); c > 0 && (p.more || any) {
+		c := p.capacity(now)
+		if c == 0 && p.more && !now.Before(p.coolUntil) {
+			w.backlog = true // full, with more waiting: its answers wake the loop
+		}
+		if c > 0 && (p.more || any) {
 			if p.rate != nil {
 				c = d.rated(p, c, now)
 			}

@@ -13,8 +13,21 @@ import (
 // producers notify only while the dispatcher is armed: waiting, with
 // nothing to do, for a notification (pepsi.wake.armed, read by the ingress
 // trigger). While there is work the dispatcher is hot: not armed, it
-// claims after every settle and, when a turn found nothing, polls again
-// after pollGap. After armAfter without work it arms.
+// claims after every settle and polls: after pollGap while polls find a
+// batch worth a round trip (batchWorth rows), after up to quietGapMax
+// while they find only a few (a slow feed: the next poll finds more, and
+// the dispatcher, its workers and the database pay for fewer round trips
+// per message), and backing off to quietGapMax while nothing comes. After
+// armAfter without work it arms.
+//
+// armAfter adapts to the feed, so that a steady feed with pauses in it
+// does not make the flag flip (each arm makes every producer notify until
+// the dispatcher, woken, writes it off again): work that comes within
+// armAfter of an arm shows the arm was early, and armAfter doubles, up to
+// armAfterMax; an arm that waited four times armAfter or longer shows the
+// feed really stopped, and it halves, down to armAfterMin. Nor does the
+// dispatcher arm while a stage that is full has more work waiting (a
+// backlog): its workers' answers wake it, and it polls meanwhile.
 //
 // A producer whose trigger read "not armed" just before the arm committed
 // sends nothing, and its rows may commit after the dispatcher's last claim.
@@ -27,10 +40,16 @@ import (
 // older transaction stays open, the polls back off to armGapMax. A lost
 // notification (the listener's connection failed) is made good by the
 // reconnect's claim, and anything else by the listener's heartbeat, every
-// POLL_INTERVAL: no message waits longer than that.
+// POLL_INTERVAL: no message waits longer than that, and while the
+// dispatcher is hot none waits longer than quietGapMax after its commit.
 const (
-	pollGap  = time.Millisecond     // between polls while hot or arming
-	armAfter = 3 * time.Millisecond // without work before arming
+	pollGap     = time.Millisecond     // between polls while work comes
+	quietGapMax = 4 * time.Millisecond // between polls while hot and quiet, or finding only a few
+	batchWorth  = 16                   // rows a poll must find to keep the next at pollGap
+	armAfterMin = 3 * time.Millisecond // the least quiet before arming
+	// armAfterMax is the most quiet before arming, however often arms
+	// proved early: an idle dispatcher stops polling after this long.
+	armAfterMax = 100 * time.Millisecond
 	// armGapMax is the longest gap between polls while an open transaction
 	// keeps the horizon from being reached: a message whose producer read
 	// the flag as the dispatcher armed waits at most this long after its
@@ -55,19 +74,40 @@ type waker struct {
 	quiet   time.Time     // since when turns found nothing to do
 	horizon int64         // while arming: the xmax of the first snapshot after the arm; 0 until read
 	gap     time.Duration // while arming: the gap to the next poll
+
+	busyGap  time.Duration // the gap after the next poll that finds work (adapts: see above)
+	armAfter time.Duration // quiet this long before arming (adapts: see above)
+	armedAt  time.Time     // while arming or armed: when the arm began
+	backlog  bool          // a full stage has more work: do not arm (set for each turn)
 }
 
 // start is the mode at start: hot, with the flag written off (a dispatcher
 // that died armed leaves it on).
 func (w *waker) start(now time.Time) {
-	*w = waker{mode: wakeHot, write: queue.ArmOff, pollAt: now, quiet: now}
+	*w = waker{mode: wakeHot, write: queue.ArmOff, pollAt: now, quiet: now, busyGap: pollGap, armAfter: armAfterMin}
 }
+
+// hot goes hot from arming or armed: work came, or may have (a
+// notification, a heartbeat). How long after the arm tells whether the
+// next arm should come later or sooner.
+func (w *waker) hot(now time.Time) {
+	switch after, since := w.armAfterNow(), now.Sub(w.armedAt); {
+	case since < after:
+		w.armAfter = min(2*after, armAfterMax)
+	case since >= 4*after:
+		w.armAfter = max(after/2, armAfterMin)
+	}
+	w.mode, w.write, w.busyGap = wakeHot, queue.ArmOff, pollGap
+}
+
+// armAfterNow is the quiet before the next arm (a zero waker's is the least).
+func (w *waker) armAfterNow() time.Duration { return max(w.armAfter, armAfterMin) }
 
 // woken goes hot on a notification or heartbeat: there may be work, and
 // until it is gone producers need not notify.
 func (w *waker) woken(now time.Time) {
 	if w.mode != wakeHot {
-		w.mode, w.write = wakeHot, queue.ArmOff
+		w.hot(now)
 	}
 	w.quiet = now
 	w.pollAt = now
@@ -101,18 +141,25 @@ func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.T
 		w.quiet = now
 		if w.mode != wakeHot {
 			// Work came while arming: there is traffic again.
-			w.mode, w.write = wakeHot, queue.ArmOff
+			w.hot(now)
 		}
-		w.pollAt = now.Add(pollGap)
+		gap := max(w.busyGap, pollGap)
+		w.pollAt = now.Add(gap)
+		if len(res.Claimed)+int(res.Resumed) >= batchWorth {
+			w.busyGap = pollGap
+		} else {
+			w.busyGap = min(2*gap, quietGapMax)
+		}
 		return
 	}
 	switch w.mode {
 	case wakeHot:
-		if now.Sub(w.quiet) >= armAfter {
+		quiet := now.Sub(w.quiet)
+		if quiet >= w.armAfterNow() && !w.backlog {
 			w.mode, w.write, w.horizon, w.gap = wakeArming, queue.ArmOn, 0, pollGap
-			w.pollAt = now
+			w.pollAt, w.armedAt = now, now
 		} else {
-			w.pollAt = now.Add(pollGap)
+			w.pollAt = now.Add(min(max(quiet/4, pollGap), quietGapMax))
 		}
 	case wakeArming:
 		switch {

@@ -124,10 +124,10 @@ func TestWaker(t *testing.T) {
 	if w.mode != wakeHot {
 		t.Fatalf("quiet for 1 ms: mode %d, want hot", w.mode)
 	}
-	// Quiet for armAfter: arm.
+	// Quiet for armAfterMin: arm.
 	w.turn(&tr)
-	w.done(&tr, &queue.TurnResult{}, false, at(time.Millisecond+armAfter))
-	if w.mode != wakeArming || w.write != queue.ArmOn || !w.pollDue(at(time.Millisecond+armAfter)) {
+	w.done(&tr, &queue.TurnResult{}, false, at(time.Millisecond+armAfterMin))
+	if w.mode != wakeArming || w.write != queue.ArmOn || !w.pollDue(at(time.Millisecond+armAfterMin)) {
 		t.Fatalf("quiet for armAfter: mode %d write %v", w.mode, w.write)
 	}
 	now := at(10 * time.Millisecond)
@@ -179,5 +179,125 @@ func TestWaker(t *testing.T) {
 	w.failed(&tr)
 	if w.write != queue.ArmOff {
 		t.Fatalf("after a failed turn: write %v, want ArmOff again", w.write)
+	}
+}
+
+// TestWakerAdapts: an arm that work follows within armAfter was early, and
+// the next comes after twice the quiet (up to armAfterMax); one that
+// waited four times armAfter or longer halves it again (down to
+// armAfterMin). While hot and quiet the polls back off to quietGapMax, and
+// a full stage with more work waiting keeps the dispatcher from arming.
+func TestWakerAdapts(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var w waker
+	w.start(t0)
+	now := t0
+	var tr queue.Turn
+	// quietFor runs quiet turns at every poll until the dispatcher arms
+	// or until d has passed, and returns how long it took.
+	quietFor := func(d time.Duration) time.Duration {
+		t.Helper()
+		from := now
+		w.turn(&tr)
+		w.done(&tr, &queue.TurnResult{}, true, now) // work: quiet from now
+		for now.Sub(from) < d {
+			if w.mode != wakeHot {
+				return now.Sub(from)
+			}
+			gap := w.pollAt.Sub(now)
+			if gap < pollGap || gap > quietGapMax {
+				t.Fatalf("quiet for %v: next poll in %v, want within [%v, %v]", now.Sub(from), gap, pollGap, quietGapMax)
+			}
+			now = w.pollAt
+			w.turn(&tr)
+			w.done(&tr, &queue.TurnResult{}, false, now)
+		}
+		if w.mode != wakeHot {
+			return now.Sub(from)
+		}
+		return -1
+	}
+	if got := quietFor(time.Second); got != armAfterMin {
+		t.Fatalf("armed after %v of quiet, want armAfterMin %v", got, armAfterMin)
+	}
+	// Work right after each arm: the quiet before the next arm doubles.
+	want := armAfterMin
+	for range 10 {
+		now = now.Add(time.Millisecond)
+		w.woken(now)
+		want = min(2*want, armAfterMax)
+		if got := quietFor(time.Second); got < want || got > want+quietGapMax {
+			t.Fatalf("after an early arm: armed after %v of quiet, want %v", got, want)
+		}
+	}
+	if w.armAfter != armAfterMax {
+		t.Fatalf("armAfter %v after ten early arms, want armAfterMax %v", w.armAfter, armAfterMax)
+	}
+	// Idle for long after each arm: it halves back.
+	for range 10 {
+		now = now.Add(time.Minute)
+		w.woken(now)
+		if got := quietFor(time.Second); got < 0 {
+			t.Fatal("never armed")
+		}
+	}
+	if w.armAfter != armAfterMin {
+		t.Fatalf("armAfter %v after ten long idles, want armAfterMin %v", w.armAfter, armAfterMin)
+	}
+	// A backlog: no arm however long the quiet; once it is gone, it arms.
+	now = now.Add(time.Minute)
+	w.woken(now)
+	w.backlog = true
+	if got := quietFor(time.Second); got >= 0 {
+		t.Fatalf("armed after %v with a backlog", got)
+	}
+	w.backlog = false
+	w.turn(&tr)
+	w.done(&tr, &queue.TurnResult{}, false, now)
+	if w.mode != wakeArming {
+		t.Fatalf("backlog gone after a long quiet: mode %d, want arming", w.mode)
+	}
+}
+
+// TestWakerBatches: polls that find only a few rows space out to
+// quietGapMax, so that a slow feed comes in batches; one that finds a
+// batch worth a round trip brings the gap back to pollGap, and so does a
+// notification after an arm.
+func TestWakerBatches(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var w waker
+	w.start(now)
+	var tr queue.Turn
+	few := &queue.TurnResult{Claimed: make([]queue.Claimed, 2)}
+	many := &queue.TurnResult{Claimed: make([]queue.Claimed, batchWorth)}
+	poll := func(res *queue.TurnResult) time.Duration {
+		w.turn(&tr)
+		w.done(&tr, res, true, now)
+		gap := w.pollAt.Sub(now)
+		now = w.pollAt
+		return gap
+	}
+	want := []time.Duration{pollGap, 2 * pollGap, 4 * pollGap, quietGapMax, quietGapMax}
+	for i, g := range want {
+		if got := poll(few); got != min(g, quietGapMax) {
+			t.Fatalf("poll %d finding a few: next in %v, want %v", i, got, min(g, quietGapMax))
+		}
+	}
+	poll(many)
+	if got := poll(few); got != pollGap {
+		t.Fatalf("after a poll that found a batch: next in %v, want %v", got, pollGap)
+	}
+	for range 5 {
+		poll(few)
+	}
+	// Quiet until it arms, then a notification: the next gap is pollGap.
+	for w.mode == wakeHot {
+		w.turn(&tr)
+		w.done(&tr, &queue.TurnResult{}, false, now)
+		now = now.Add(time.Millisecond)
+	}
+	w.woken(now)
+	if got := poll(few); got != pollGap {
+		t.Fatalf("the first poll after a notification: next in %v, want %v", got, pollGap)
 	}
 }

@@ -207,6 +207,16 @@ func TestIngressNotify(t *testing.T) {
 	if tgtype&rowLevel != 0 || tgtype&before != 0 || tgtype&insert == 0 {
 		t.Fatalf("state_ingress tgtype = %b, want AFTER INSERT FOR EACH STATEMENT", tgtype)
 	}
+	// Neither ingress trigger has a WHEN: a WHEN is compiled anew for
+	// every statement (migration 010); the function reads the flag.
+	var whens int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger
+		WHERE tgname IN ('state_ingress', 'state_live_ingress') AND tgqual IS NOT NULL`).Scan(&whens); err != nil {
+		t.Fatal(err)
+	}
+	if whens != 0 {
+		t.Fatalf("%d ingress triggers have a WHEN, want none", whens)
+	}
 
 	conn := connect(t, dsn)
 	if _, err := conn.Exec(ctx, "LISTEN pepsi_ingress"); err != nil {
