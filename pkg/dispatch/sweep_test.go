@@ -94,3 +94,56 @@ func TestVacuumSweep(t *testing.T) {
 		b.showLogs()
 	}
 }
+
+// TestReindexSweep: pepsi.message's primary key keeps the size of 200 000
+// entries after all but 5 000 messages are deleted and vacuumed; the
+// janitor rebuilds it (and logs it), leaves pepsi.state_live's small
+// indexes alone, and drops the invalid copy a failed concurrent build left
+// on pepsi.state_live.
+func TestReindexSweep(t *testing.T) {
+	b := setup(t, fast+"\nVACUUM_INTERVAL = 0.2", "work")
+	ctx := context.Background()
+	b.enqueue("work", "a", "b")
+	for _, sql := range []string{
+		"INSERT INTO pepsi.message (payload) SELECT ''::bytea FROM generate_series(1, 200000)",
+		"DELETE FROM pepsi.message WHERE id > 5002",
+	} {
+		if _, err := b.db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The two rows share a stage: a unique build on it fails, as an
+	// interrupted REINDEX CONCURRENTLY does, leaving its copy invalid.
+	if _, err := b.db.Pool.Exec(ctx, "CREATE UNIQUE INDEX CONCURRENTLY state_live_pkey_ccnew ON pepsi.state_live (stage)"); err == nil {
+		t.Fatal("the unique build on two rows of one stage succeeded")
+	}
+	file := func(index string) int64 {
+		return b.int64("SELECT relfilenode::bigint FROM pg_class WHERE oid = to_regclass($1)", index)
+	}
+	msgFile, liveFile := file("pepsi.message_pkey"), file("pepsi.state_live_pkey")
+	before := b.int64("SELECT pg_relation_size('pepsi.message_pkey')")
+	b.start()
+	b.waitFor("pepsi.message_pkey rebuilt", 2*time.Minute, func() bool {
+		return file("pepsi.message_pkey") != msgFile && b.int64("SELECT pg_relation_size('pepsi.message_pkey')")*10 < before
+	})
+	b.waitFor("the leftover dropped", time.Minute, func() bool {
+		return b.int64("SELECT count(*) FROM pg_class WHERE relname = 'state_live_pkey_ccnew'") == 0
+	})
+	b.waitFor("both logged", time.Minute, func() bool {
+		return strings.Contains(b.logs.String(), `msg="reindexed pepsi.message_pkey"`) &&
+			strings.Contains(b.logs.String(), `msg="dropped pepsi.state_live_pkey_ccnew, the invalid copy an interrupted REINDEX left"`)
+	})
+	b.waitSettled(time.Minute)
+	if err := b.stop(); err != nil {
+		t.Errorf("dispatcher returned %v", err)
+	}
+	if n := file("pepsi.state_live_pkey"); n != liveFile {
+		t.Errorf("pepsi.state_live_pkey rebuilt (file %d -> %d): it was not bloated", liveFile, n)
+	}
+	if n := b.int64("SELECT count(*) FROM pg_index WHERE NOT indisvalid"); n != 0 {
+		t.Errorf("%d invalid indexes left", n)
+	}
+	if n := strings.Count(b.logs.String(), "reindexed pepsi.message_pkey"); n != 1 {
+		t.Errorf("pepsi.message_pkey rebuilt %d times, want once", n)
+	}
+}
