@@ -98,6 +98,7 @@ type queueWork struct {
 	caps       []queue.StageCap // the next claim's caps
 	marks      uint64           // counts markMore calls
 	claimAt    time.Time        // a small claim waits until then for more room (zero: none waits)
+	settleAt   time.Time        // a small settle waits until then for more answers (zero: none waits)
 	backlog    int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
 	nextPaused time.Time        // when the next paused row falls due (zero: none)
 	checkPause bool             // resume whatever is due with the next claim

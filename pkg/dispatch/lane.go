@@ -80,7 +80,7 @@ func (d *Dispatcher) busy() bool {
 // in flight.
 func (d *Dispatcher) startJobs(now time.Time) {
 	d.startChore(now)
-	d.startSettle()
+	d.startSettle(now)
 	d.startClaim(now)
 }
 

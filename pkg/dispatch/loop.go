@@ -139,7 +139,11 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 			d.choreDeadlines(now, soon)
 		}
 		if !d.lockless && len(d.settles) > 0 && d.settler.job == nil {
-			soon(now)
+			if now.Before(d.settleAt) {
+				soon(d.settleAt) // a small settle waits for more answers
+			} else {
+				soon(now)
+			}
 		}
 		if !d.lockless && !d.claimHeld() {
 			soon(d.nextPaused)

@@ -404,7 +404,7 @@ func TestDBFailedFenced(t *testing.T) {
 func TestFinishSettle(t *testing.T) {
 	u := newUnit(t)
 	u.settles = []queue.Settle{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
-	u.startSettle()
+	u.startSettle(u.at)
 	j := u.sent(&u.settler)
 	due := u.at.Add(time.Minute)
 	j.res.Settled = []queue.Settled{
@@ -430,7 +430,7 @@ func TestFinishSettle(t *testing.T) {
 
 	// A failed settle keeps its verdicts, ahead of the newer ones.
 	u.settles = []queue.Settle{{ID: 5}}
-	u.startSettle()
+	u.startSettle(u.at)
 	j = u.sent(&u.settler)
 	u.settles = append(u.settles, queue.Settle{ID: 6})
 	j.err = errors.New("timeout")
@@ -549,5 +549,40 @@ func TestKeysHeld(t *testing.T) {
 	u.releaseSettled([]queue.Settled{{ID: 2, Handed: "a"}})
 	if len(p.keys.held) != 0 || len(p.keys.of) != 0 {
 		t.Errorf("all settled: held %v of %v", p.keys.held, p.keys.of)
+	}
+}
+
+// TestSettleWaits: a settle of fewer than settleWorth verdicts waits up
+// to settleDelay while answers are still to come, and the loop's deadline
+// is its end; enough verdicts, or no worker with messages in flight, and
+// it goes at once.
+func TestSettleWaits(t *testing.T) {
+	u := newUnit(t)
+	u.worker("a", 10, 11)
+	u.settles = []queue.Settle{{ID: 1}, {ID: 2}}
+	u.startSettle(u.at)
+	if u.settler.job != nil {
+		t.Fatal("a small settle went at once while answers are due")
+	}
+	if got := u.nextDeadline(u.at); !got.Equal(u.at.Add(settleDelay)) {
+		t.Fatalf("next deadline in %v, want the settle's %v", got.Sub(u.at), settleDelay)
+	}
+	u.startSettle(u.at.Add(settleDelay / 2))
+	if u.settler.job != nil {
+		t.Fatal("the small settle went before its delay ended")
+	}
+	u.startSettle(u.at.Add(settleDelay))
+	if j := u.sent(&u.settler); len(j.turn.Settles) != 2 {
+		t.Fatalf("settled %d verdicts, want 2", len(j.turn.Settles))
+	}
+	u.finishJob(u.settler.job, u.at)
+
+	// Enough for a batch: at once.
+	for i := range settleWorth {
+		u.settles = append(u.settles, queue.Settle{ID: int64(100 + i)})
+	}
+	u.startSettle(u.at)
+	if j := u.sent(&u.settler); len(j.turn.Settles) != settleWorth {
+		t.Fatalf("settled %d verdicts, want %d", len(j.turn.Settles), settleWorth)
 	}
 }

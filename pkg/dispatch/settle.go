@@ -6,18 +6,53 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
+// A settle of fewer than settleWorth verdicts waits up to settleDelay for
+// more while answers are still to come: under a steady trickle of answers
+// (stages that commit, at a few thousand passes a second) each settle
+// would otherwise carry one or two, and its round trip, the statement's
+// fixed cost in the server and the claim that follows it would be paid
+// per message. Answers free their workers' slots when they arrive, so the
+// wait holds up no worker; a message's next stage sees it up to
+// settleDelay later.
+const (
+	settleWorth = 8
+	settleDelay = time.Millisecond
+)
+
 // startSettle sends every verdict gathered so far to the settle lane.
-func (d *Dispatcher) startSettle() {
+func (d *Dispatcher) startSettle(now time.Time) {
 	l := &d.settler
 	if l.job != nil || len(d.settles) == 0 {
 		return
 	}
+	if len(d.settles) < settleWorth && !d.stopping && d.answersDue() {
+		if d.settleAt.IsZero() {
+			d.settleAt = now.Add(settleDelay)
+		}
+		if now.Before(d.settleAt) {
+			return
+		}
+	}
+	d.settleAt = time.Time{}
 	j := &l.buf
 	j.turn = queue.Turn{Settles: d.settles, Stages: d.owned, Set: d.set}
 	j.err = nil
 	d.settles, d.spare = d.spare[:0], nil
 	l.job = j
 	l.jobs <- j
+}
+
+// answersDue reports whether some worker has messages in flight, whose
+// answers are still to come.
+func (d *Dispatcher) answersDue() bool {
+	for _, p := range d.pools {
+		for _, w := range p.workers {
+			if w.inflight.len() > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // finishSettle applies a settle's result: statistics, stages that got
