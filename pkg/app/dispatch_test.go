@@ -111,7 +111,7 @@ func TestDispatchConnectionLimit(t *testing.T) {
 	r := pepsi(t, "", "dispatch")
 	r.wantCode(t, 2)
 	r.wantOneError(t, fmt.Sprintf("pepsi dispatch: %s: PARALLELISM allows 100004 workers ([stage-work] 100000, [stage-next] 4), "+
-		"a database connection each, and the dispatcher opens 7 of its own: 100011 connections, more than the server allows (%d: max_connections %d - superuser_reserved_connections %d",
+		"a database connection each, and the dispatcher opens 6 of its own: 100010 connections, more than the server allows (%d: max_connections %d - superuser_reserved_connections %d",
 		conf, maxConns-su-reserved, maxConns, su))
 	if st := queryInt(t, dsn, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND status = 'pending'", ids[0]); st != 1 {
 		t.Errorf("the message is no longer pending")

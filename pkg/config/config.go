@@ -60,7 +60,7 @@ type Dispatch struct {
 	OrphanSweep    time.Duration // ORPHAN_SWEEP, default 60s: how often running rows no worker holds are reset
 	ReconnectMin   time.Duration // RECONNECT_MIN, default 1s: the first wait before reconnecting to the database
 	ReconnectMax   time.Duration // RECONNECT_MAX, default 30s: the longest wait between reconnection attempts
-	VacuumInterval time.Duration // VACUUM_INTERVAL, default 2s: how often pepsi.state_live's and pepsi.message's dead rows are checked (and vacuumed), and their indexes' bloat (and rebuilt); 0 disables
+	VacuumInterval time.Duration // VACUUM_INTERVAL, default 2s: how often pepsi.state's dead rows are checked (and vacuumed); 0 disables
 }
 
 // Stage holds one [stage-NAME] section.

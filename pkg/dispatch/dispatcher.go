@@ -52,9 +52,8 @@ type Dispatcher struct {
 	set   string
 	token int64 // the token lock of every listener session (queue.NewToken; see queue.DB.SetFence)
 	// janitor: this dispatcher holds the janitor lock and does the work
-	// that is not per stage (retention, vacuum, reindex, writing
-	// settings). Set by the listener goroutine, read by the loop and the
-	// vacuum and reindex goroutines.
+	// that is not per stage (retention, vacuum, writing settings). Set by
+	// the listener goroutine, read by the loop and the vacuum goroutine.
 	janitor atomic.Bool
 
 	// The stages and their workers.
@@ -222,7 +221,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	if every := d.cfg.Dispatch.VacuumInterval; every > 0 {
 		d.goBackground(func() { d.vacuum(lctx, db, every) })
-		d.goBackground(func() { d.reindex(lctx, db, every) })
 	}
 	err = d.loop(ctx, lctx)
 	cancel()

@@ -12,8 +12,8 @@ import (
 )
 
 // poolConns is the size of the dispatcher's pool: the three lanes, the
-// vacuum sweep, the reindex, one spare.
-const poolConns = 6
+// vacuum sweep, one spare.
+const poolConns = 5
 
 // ownConns is how many sessions the dispatcher opens itself: the listener,
 // the pool and, with METRICS_LISTEN, the metrics' one.

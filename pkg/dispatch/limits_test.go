@@ -31,11 +31,11 @@ func TestCheckConnections(t *testing.T) {
 		want    string // "" for no error
 	}{
 		{"defaults", stages(4, 4, 4), false, pg15, ""},
-		{"exactly full", stages(90), false, pg15, ""}, // 90 + 7 = 97
-		{"one over", stages(91), false, pg15,
-			"/etc/pepsi/pepsi.conf: PARALLELISM allows 91 workers ([stage-s1] 91), a database connection each, and the dispatcher opens 7 of its own: " +
+		{"exactly full", stages(91), false, pg15, ""}, // 91 + 6 = 97
+		{"one over", stages(92), false, pg15,
+			"/etc/pepsi/pepsi.conf: PARALLELISM allows 92 workers ([stage-s1] 92), a database connection each, and the dispatcher opens 6 of its own: " +
 				"98 connections, more than the server allows (97: max_connections 100 - superuser_reserved_connections 3); lower PARALLELISM or raise max_connections"},
-		{"the metrics' session counts", stages(90), true, pg15, "opens 8 of its own: 98 connections"},
+		{"the metrics' session counts", stages(91), true, pg15, "opens 7 of its own: 98 connections"},
 		{"reserved_connections counts", stages(85), false, pg16, "(90: max_connections 100 - superuser_reserved_connections 3 - reserved_connections 7)"},
 		{"the issue's", stages(100000, 4), false, pg15, "PARALLELISM allows 100004 workers ([stage-s1] 100000, [stage-s2] 4)"},
 		{"largest first, the rest counted", stages(1, 2, 30, 4, 50, 6, 7), false, pg15,

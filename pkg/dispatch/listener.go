@@ -153,7 +153,7 @@ func (d *Dispatcher) takeJanitor(ctx context.Context, lis *queue.Listener) error
 	}
 	if ok {
 		d.janitor.Store(true)
-		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum, reindex)")
+		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum)")
 	}
 	return nil
 }
