@@ -106,6 +106,16 @@ func (f *faults) mark(kind string) {
 	}
 }
 
+// after adds the messages running just after a fault to those in flight
+// at it: one handed to a worker between mark's read and the fault (a
+// claim lands in between) is as much at the fault's mercy.
+func (f *faults) after() {
+	f.b.t.Helper()
+	for _, id := range f.b.ids("SELECT id FROM pepsi.state WHERE status = 'running'") {
+		f.inflight[id] = true
+	}
+}
+
 // log says what was injected.
 func (f *faults) log() {
 	var parts []string

@@ -52,6 +52,7 @@ func TestChaosWorkers(t *testing.T) {
 		if b.killWorker(stage) == 0 {
 			b.killWorker("")
 		}
+		f.after()
 		time.Sleep(150 * time.Millisecond)
 	}
 	if b.count("done") == total {

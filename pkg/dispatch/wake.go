@@ -14,20 +14,25 @@ import (
 // nothing to do, for a notification (pepsi.wake.armed, read by the ingress
 // trigger). While there is work the dispatcher is hot: not armed, it
 // claims after every settle and polls: after pollGap while polls find a
-// batch worth a round trip (batchWorth rows), after up to quietGapMax
+// batch worth a round trip (batchWorth rows), after up to busyGapMax
 // while they find only a few (a slow feed: the next poll finds more, and
 // the dispatcher, its workers and the database pay for fewer round trips
-// per message), and backing off to quietGapMax while nothing comes. After
-// armAfter without work it arms.
+// per message), and backing off, while nothing comes, to a twentieth of
+// armAfter (quietGapMin to quietGapMax). After armAfter without work it
+// arms.
 //
-// armAfter adapts to the feed, so that a steady feed with pauses in it
-// does not make the flag flip (each arm makes every producer notify until
-// the dispatcher, woken, writes it off again): work that comes within
-// armAfter of an arm shows the arm was early, and armAfter doubles, up to
-// armAfterMax; an arm that waited four times armAfter or longer shows the
-// feed really stopped, and it halves, down to armAfterMin. Nor does the
-// dispatcher arm while a stage that is full has more work waiting (a
-// backlog): its workers' answers wake it, and it polls meanwhile.
+// armAfter adapts to the feed, so that a busy feed with pauses in it does
+// not make the flag flip (each arm makes every producer notify until the
+// dispatcher, woken, writes it off again). The first claim after an arm
+// ended tells what the arm cost: when it finds armCrowd rows or more,
+// several producers committed (and notified) meanwhile, and when it finds
+// none, the wake brought nothing this dispatcher can take (messages for
+// another dispatcher's stages, stages without room): armAfter doubles, up
+// to armAfterMax. When it finds a few, the feed is a trickle, whose
+// notifications cost nothing and wake it sooner than a poll: armAfter
+// halves, down to armAfterMin. Nor does the dispatcher arm while a stage
+// that is full has more work waiting (a backlog): its workers' answers
+// wake it, and it polls meanwhile.
 //
 // A producer whose trigger read "not armed" just before the arm committed
 // sends nothing, and its rows may commit after the dispatcher's last claim.
@@ -43,13 +48,23 @@ import (
 // POLL_INTERVAL: no message waits longer than that, and while the
 // dispatcher is hot none waits longer than quietGapMax after its commit.
 const (
-	pollGap     = time.Millisecond     // between polls while work comes
-	quietGapMax = 4 * time.Millisecond // between polls while hot and quiet, or finding only a few
+	pollGap    = time.Millisecond     // between polls while work comes
+	busyGapMax = 4 * time.Millisecond // between polls while they find only a few
+	// Between polls while hot and quiet: up to a twentieth of armAfter,
+	// within [quietGapMin, quietGapMax] (an idle dispatcher whose arms
+	// proved costly polls seldom while it waits to arm).
+	quietGapMin = 2 * time.Millisecond
+	quietGapMax = 20 * time.Millisecond
 	batchWorth  = 16                   // rows a poll must find to keep the next at pollGap
+	armCrowd    = 4                    // rows found after an arm that show producers were busy
 	armAfterMin = 3 * time.Millisecond // the least quiet before arming
-	// armAfterMax is the most quiet before arming, however often arms
-	// proved early: an idle dispatcher stops polling after this long.
-	armAfterMax = 100 * time.Millisecond
+	// armAfterMax is the most quiet before arming, however costly arms
+	// proved: an idle dispatcher stops polling after this long. Each arm
+	// that busy producers (or producers for other dispatchers' stages)
+	// meet costs them their notifications until the dispatcher, woken,
+	// clears the flag: about one arm a second of that costs them a few
+	// percent (ten a second cost a third, measured with pgbench).
+	armAfterMax = time.Second
 	// armGapMax is the longest gap between polls while an open transaction
 	// keeps the horizon from being reached: a message whose producer read
 	// the flag as the dispatcher armed waits at most this long after its
@@ -77,7 +92,7 @@ type waker struct {
 
 	busyGap  time.Duration // the gap after the next poll that finds work (adapts: see above)
 	armAfter time.Duration // quiet this long before arming (adapts: see above)
-	armedAt  time.Time     // while arming or armed: when the arm began
+	judging  bool          // the next claim's result adapts armAfter (an arm just ended)
 	backlog  bool          // a full stage has more work: do not arm (set for each turn)
 }
 
@@ -88,16 +103,24 @@ func (w *waker) start(now time.Time) {
 }
 
 // hot goes hot from arming or armed: work came, or may have (a
-// notification, a heartbeat). How long after the arm tells whether the
-// next arm should come later or sooner.
-func (w *waker) hot(now time.Time) {
-	switch after, since := w.armAfterNow(), now.Sub(w.armedAt); {
-	case since < after:
+// notification, a heartbeat). The next claim's result judges the arm.
+func (w *waker) hot() {
+	w.mode, w.write, w.busyGap, w.judging = wakeHot, queue.ArmOff, pollGap, true
+}
+
+// judge adapts armAfter to what the first claim after an arm found.
+func (w *waker) judge(found int) {
+	w.judging = false
+	if after := w.armAfterNow(); found == 0 || found >= armCrowd {
 		w.armAfter = min(2*after, armAfterMax)
-	case since >= 4*after:
+	} else {
 		w.armAfter = max(after/2, armAfterMin)
 	}
-	w.mode, w.write, w.busyGap = wakeHot, queue.ArmOff, pollGap
+}
+
+// quietGap is the longest gap between polls while hot and quiet.
+func (w *waker) quietGap() time.Duration {
+	return min(max(w.armAfterNow()/20, quietGapMin), quietGapMax)
 }
 
 // armAfterNow is the quiet before the next arm (a zero waker's is the least).
@@ -107,7 +130,7 @@ func (w *waker) armAfterNow() time.Duration { return max(w.armAfter, armAfterMin
 // until it is gone producers need not notify.
 func (w *waker) woken(now time.Time) {
 	if w.mode != wakeHot {
-		w.hot(now)
+		w.hot()
 	}
 	w.quiet = now
 	w.pollAt = now
@@ -137,18 +160,22 @@ func (w *waker) failed(t *queue.Turn) {
 // work (resumed or claimed rows). Settles do not count: they say nothing
 // of what producers send.
 func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.Time) {
+	found := len(res.Claimed) + int(res.Resumed)
+	if busy && w.mode != wakeHot {
+		// Work came while arming: there is traffic again.
+		w.hot()
+	}
+	if w.judging {
+		w.judge(found)
+	}
 	if busy {
 		w.quiet = now
-		if w.mode != wakeHot {
-			// Work came while arming: there is traffic again.
-			w.hot(now)
-		}
 		gap := max(w.busyGap, pollGap)
 		w.pollAt = now.Add(gap)
-		if len(res.Claimed)+int(res.Resumed) >= batchWorth {
+		if found >= batchWorth {
 			w.busyGap = pollGap
 		} else {
-			w.busyGap = min(2*gap, quietGapMax)
+			w.busyGap = min(2*gap, busyGapMax)
 		}
 		return
 	}
@@ -157,9 +184,9 @@ func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.T
 		quiet := now.Sub(w.quiet)
 		if quiet >= w.armAfterNow() && !w.backlog {
 			w.mode, w.write, w.horizon, w.gap = wakeArming, queue.ArmOn, 0, pollGap
-			w.pollAt, w.armedAt = now, now
+			w.pollAt = now
 		} else {
-			w.pollAt = now.Add(min(max(quiet/4, pollGap), quietGapMax))
+			w.pollAt = now.Add(min(max(quiet/4, pollGap), w.quietGap()))
 		}
 	case wakeArming:
 		switch {

@@ -182,10 +182,11 @@ func TestWaker(t *testing.T) {
 	}
 }
 
-// TestWakerAdapts: an arm that work follows within armAfter was early, and
-// the next comes after twice the quiet (up to armAfterMax); one that
-// waited four times armAfter or longer halves it again (down to
-// armAfterMin). While hot and quiet the polls back off to quietGapMax, and
+// TestWakerAdapts: the first claim after an arm ended judges it. Finding
+// armCrowd rows or more (busy producers notified meanwhile), or none (the
+// wake brought nothing to take), doubles the quiet before the next arm,
+// up to armAfterMax; finding a few (a trickle) halves it, down to
+// armAfterMin. While hot and quiet the polls back off to quietGap, and
 // a full stage with more work waiting keeps the dispatcher from arming.
 func TestWakerAdapts(t *testing.T) {
 	t0 := time.Unix(1000, 0)
@@ -193,20 +194,21 @@ func TestWakerAdapts(t *testing.T) {
 	w.start(t0)
 	now := t0
 	var tr queue.Turn
+	claimed := func(n int) *queue.TurnResult { return &queue.TurnResult{Claimed: make([]queue.Claimed, n)} }
 	// quietFor runs quiet turns at every poll until the dispatcher arms
-	// or until d has passed, and returns how long it took.
+	// or until d has passed, and returns how long it took (-1: never).
 	quietFor := func(d time.Duration) time.Duration {
 		t.Helper()
 		from := now
 		w.turn(&tr)
-		w.done(&tr, &queue.TurnResult{}, true, now) // work: quiet from now
+		w.done(&tr, claimed(1), true, now) // work: quiet from now
 		for now.Sub(from) < d {
 			if w.mode != wakeHot {
 				return now.Sub(from)
 			}
 			gap := w.pollAt.Sub(now)
-			if gap < pollGap || gap > quietGapMax {
-				t.Fatalf("quiet for %v: next poll in %v, want within [%v, %v]", now.Sub(from), gap, pollGap, quietGapMax)
+			if gap < pollGap || gap > max(busyGapMax, w.quietGap()) {
+				t.Fatalf("quiet for %v: next poll in %v, want within [%v, %v]", now.Sub(from), gap, pollGap, max(busyGapMax, w.quietGap()))
 			}
 			now = w.pollAt
 			w.turn(&tr)
@@ -217,36 +219,52 @@ func TestWakerAdapts(t *testing.T) {
 		}
 		return -1
 	}
+	// wake ends the arm with a notification; the next claim finds n rows.
+	wake := func(n int) {
+		now = now.Add(10 * time.Millisecond)
+		w.woken(now)
+		w.turn(&tr)
+		w.done(&tr, claimed(n), n > 0, now)
+	}
 	if got := quietFor(time.Second); got != armAfterMin {
 		t.Fatalf("armed after %v of quiet, want armAfterMin %v", got, armAfterMin)
 	}
-	// Work right after each arm: the quiet before the next arm doubles.
+	// A trickle (one row a wake) keeps it at armAfterMin.
+	for range 5 {
+		wake(1)
+		if got := quietFor(time.Second); got != armAfterMin {
+			t.Fatalf("a trickle: armed after %v of quiet, want %v", got, armAfterMin)
+		}
+	}
+	// Busy producers (a crowd of rows at each wake): the quiet doubles.
 	want := armAfterMin
 	for range 10 {
-		now = now.Add(time.Millisecond)
-		w.woken(now)
+		wake(armCrowd)
 		want = min(2*want, armAfterMax)
-		if got := quietFor(time.Second); got < want || got > want+quietGapMax {
-			t.Fatalf("after an early arm: armed after %v of quiet, want %v", got, want)
+		if got := quietFor(2 * armAfterMax); got < want || got > want+max(busyGapMax, w.quietGap()) {
+			t.Fatalf("after a crowded wake: armed after %v of quiet, want %v", got, want)
 		}
 	}
 	if w.armAfter != armAfterMax {
-		t.Fatalf("armAfter %v after ten early arms, want armAfterMax %v", w.armAfter, armAfterMax)
+		t.Fatalf("armAfter %v after ten crowded wakes, want armAfterMax %v", w.armAfter, armAfterMax)
 	}
-	// Idle for long after each arm: it halves back.
+	// A trickle again: it halves back.
 	for range 10 {
-		now = now.Add(time.Minute)
-		w.woken(now)
+		wake(1)
 		if got := quietFor(time.Second); got < 0 {
 			t.Fatal("never armed")
 		}
 	}
 	if w.armAfter != armAfterMin {
-		t.Fatalf("armAfter %v after ten long idles, want armAfterMin %v", w.armAfter, armAfterMin)
+		t.Fatalf("armAfter %v after ten trickling wakes, want armAfterMin %v", w.armAfter, armAfterMin)
+	}
+	// Wakes that bring nothing to take double it too.
+	wake(0)
+	if w.armAfter != 2*armAfterMin {
+		t.Fatalf("armAfter %v after a wake that found nothing, want %v", w.armAfter, 2*armAfterMin)
 	}
 	// A backlog: no arm however long the quiet; once it is gone, it arms.
-	now = now.Add(time.Minute)
-	w.woken(now)
+	wake(1)
 	w.backlog = true
 	if got := quietFor(time.Second); got >= 0 {
 		t.Fatalf("armed after %v with a backlog", got)
@@ -260,7 +278,7 @@ func TestWakerAdapts(t *testing.T) {
 }
 
 // TestWakerBatches: polls that find only a few rows space out to
-// quietGapMax, so that a slow feed comes in batches; one that finds a
+// busyGapMax, so that a slow feed comes in batches; one that finds a
 // batch worth a round trip brings the gap back to pollGap, and so does a
 // notification after an arm.
 func TestWakerBatches(t *testing.T) {
@@ -277,10 +295,10 @@ func TestWakerBatches(t *testing.T) {
 		now = w.pollAt
 		return gap
 	}
-	want := []time.Duration{pollGap, 2 * pollGap, 4 * pollGap, quietGapMax, quietGapMax}
+	want := []time.Duration{pollGap, 2 * pollGap, 4 * pollGap, busyGapMax, busyGapMax}
 	for i, g := range want {
-		if got := poll(few); got != min(g, quietGapMax) {
-			t.Fatalf("poll %d finding a few: next in %v, want %v", i, got, min(g, quietGapMax))
+		if got := poll(few); got != min(g, busyGapMax) {
+			t.Fatalf("poll %d finding a few: next in %v, want %v", i, got, min(g, busyGapMax))
 		}
 	}
 	poll(many)
