@@ -108,7 +108,8 @@ func (d *Dispatcher) finishClaim(j *job, now time.Time) {
 		return
 	}
 	d.backoff.reset()
-	d.waker.done(t, res, res.Resumed > 0 || len(res.Claimed) > 0 || d.tokensSoon(now), now)
+	busy := res.Resumed > 0 || len(res.Claimed) > 0 || d.tokensSoon(now)
+	d.waker.done(t, res, busy, j.gen != d.wakeGen, now)
 	d.resumed(j)
 	d.claimedMore(j)
 	d.handOut(res.Claimed, now)

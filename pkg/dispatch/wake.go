@@ -157,15 +157,17 @@ func (w *waker) failed(t *queue.Turn) {
 }
 
 // done moves on after a claim lane's result: busy says whether it found
-// work (resumed or claimed rows). Settles do not count: they say nothing
-// of what producers send.
-func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy bool, now time.Time) {
+// work (resumed or claimed rows), stale whether the turn started before the
+// latest wake (what it found says nothing of what the wake brought, and it
+// does not judge the arm). Settles do not count: they say nothing of what
+// producers send.
+func (w *waker) done(t *queue.Turn, res *queue.TurnResult, busy, stale bool, now time.Time) {
 	found := len(res.Claimed) + int(res.Resumed)
 	if busy && w.mode != wakeHot {
 		// Work came while arming: there is traffic again.
 		w.hot()
 	}
-	if w.judging {
+	if w.judging && !stale {
 		w.judge(found)
 	}
 	if busy {
@@ -220,7 +222,7 @@ func (w *waker) hold(now, t time.Time) {
 // found nothing.
 func (w *waker) needsTurn(now time.Time) bool {
 	if w.mode == wakeHot && w.write == queue.ArmKeep && w.pollDue(now) {
-		w.done(&queue.Turn{}, &queue.TurnResult{}, false, now)
+		w.done(&queue.Turn{}, &queue.TurnResult{}, false, false, now)
 	}
 	return w.write != queue.ArmKeep || (w.mode == wakeArming && w.pollDue(now))
 }

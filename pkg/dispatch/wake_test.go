@@ -114,19 +114,19 @@ func TestWaker(t *testing.T) {
 		t.Fatalf("first turn: arm %v snapshot %v, want the flag written off", tr.Arm, tr.Snapshot)
 	}
 	// Busy turns keep it hot, polling.
-	w.done(&tr, &queue.TurnResult{}, true, at(time.Millisecond))
+	w.done(&tr, &queue.TurnResult{}, true, false, at(time.Millisecond))
 	if w.mode != wakeHot || !w.pollAt.Equal(at(time.Millisecond+pollGap)) {
 		t.Fatalf("after a busy turn: mode %d poll at %v", w.mode, w.pollAt)
 	}
 	// A quiet turn before armAfter: poll again.
 	w.turn(&tr)
-	w.done(&tr, &queue.TurnResult{}, false, at(2*time.Millisecond))
+	w.done(&tr, &queue.TurnResult{}, false, false, at(2*time.Millisecond))
 	if w.mode != wakeHot {
 		t.Fatalf("quiet for 1 ms: mode %d, want hot", w.mode)
 	}
 	// Quiet for armAfterMin: arm.
 	w.turn(&tr)
-	w.done(&tr, &queue.TurnResult{}, false, at(time.Millisecond+armAfterMin))
+	w.done(&tr, &queue.TurnResult{}, false, false, at(time.Millisecond+armAfterMin))
 	if w.mode != wakeArming || w.write != queue.ArmOn || !w.pollDue(at(time.Millisecond+armAfterMin)) {
 		t.Fatalf("quiet for armAfter: mode %d write %v", w.mode, w.write)
 	}
@@ -136,13 +136,13 @@ func TestWaker(t *testing.T) {
 	if tr.Arm != queue.ArmOn || !tr.Snapshot {
 		t.Fatalf("arming turn: arm %v snapshot %v", tr.Arm, tr.Snapshot)
 	}
-	w.done(&tr, &queue.TurnResult{Xmin: 90, Xmax: 100}, false, now)
+	w.done(&tr, &queue.TurnResult{Xmin: 90, Xmax: 100}, false, false, now)
 	if w.horizon != 0 {
 		t.Fatalf("horizon %d from the arming turn's own snapshot", w.horizon)
 	}
 	// The next gives the horizon.
 	w.turn(&tr)
-	w.done(&tr, &queue.TurnResult{Xmin: 95, Xmax: 120}, false, now)
+	w.done(&tr, &queue.TurnResult{Xmin: 95, Xmax: 120}, false, false, now)
 	if w.horizon != 120 || w.mode != wakeArming {
 		t.Fatalf("horizon %d mode %d, want 120 arming", w.horizon, w.mode)
 	}
@@ -150,7 +150,7 @@ func TestWaker(t *testing.T) {
 	last := time.Duration(0)
 	for range 20 {
 		w.turn(&tr)
-		w.done(&tr, &queue.TurnResult{Xmin: 110, Xmax: 130}, false, now)
+		w.done(&tr, &queue.TurnResult{Xmin: 110, Xmax: 130}, false, false, now)
 		gap := w.pollAt.Sub(now)
 		if w.mode != wakeArming || gap < last || gap > armGapMax {
 			t.Fatalf("xmin below the horizon: mode %d gap %v (last %v)", w.mode, gap, last)
@@ -162,7 +162,7 @@ func TestWaker(t *testing.T) {
 	}
 	// It ended: armed, no more polls.
 	w.turn(&tr)
-	w.done(&tr, &queue.TurnResult{Xmin: 120, Xmax: 130}, false, now)
+	w.done(&tr, &queue.TurnResult{Xmin: 120, Xmax: 130}, false, false, now)
 	if w.mode != wakeArmed || !w.pollAt.IsZero() {
 		t.Fatalf("xmin at the horizon: mode %d poll at %v, want armed and waiting", w.mode, w.pollAt)
 	}
@@ -201,7 +201,7 @@ func TestWakerAdapts(t *testing.T) {
 		t.Helper()
 		from := now
 		w.turn(&tr)
-		w.done(&tr, claimed(1), true, now) // work: quiet from now
+		w.done(&tr, claimed(1), true, false, now) // work: quiet from now
 		for now.Sub(from) < d {
 			if w.mode != wakeHot {
 				return now.Sub(from)
@@ -212,7 +212,7 @@ func TestWakerAdapts(t *testing.T) {
 			}
 			now = w.pollAt
 			w.turn(&tr)
-			w.done(&tr, &queue.TurnResult{}, false, now)
+			w.done(&tr, &queue.TurnResult{}, false, false, now)
 		}
 		if w.mode != wakeHot {
 			return now.Sub(from)
@@ -224,7 +224,7 @@ func TestWakerAdapts(t *testing.T) {
 		now = now.Add(10 * time.Millisecond)
 		w.woken(now)
 		w.turn(&tr)
-		w.done(&tr, claimed(n), n > 0, now)
+		w.done(&tr, claimed(n), n > 0, false, now)
 	}
 	if got := quietFor(time.Second); got != armAfterMin {
 		t.Fatalf("armed after %v of quiet, want armAfterMin %v", got, armAfterMin)
@@ -263,6 +263,23 @@ func TestWakerAdapts(t *testing.T) {
 	if w.armAfter != 2*armAfterMin {
 		t.Fatalf("armAfter %v after a wake that found nothing, want %v", w.armAfter, 2*armAfterMin)
 	}
+	// A claim that started before the wake says nothing of it: the next
+	// one judges.
+	if got := quietFor(time.Second); got < 0 {
+		t.Fatal("never armed")
+	}
+	now = now.Add(10 * time.Millisecond)
+	w.woken(now)
+	w.turn(&tr)
+	w.done(&tr, &queue.TurnResult{}, false, true, now)
+	if w.armAfter != 2*armAfterMin || !w.judging {
+		t.Fatalf("a stale claim judged the arm: armAfter %v, judging %v", w.armAfter, w.judging)
+	}
+	w.done(&tr, claimed(1), true, false, now)
+	if w.armAfter != armAfterMin {
+		t.Fatalf("armAfter %v after the wake's own claim found one, want %v", w.armAfter, armAfterMin)
+	}
+	quietFor(time.Second)
 	// A backlog: no arm however long the quiet; once it is gone, it arms.
 	wake(1)
 	w.backlog = true
@@ -271,7 +288,7 @@ func TestWakerAdapts(t *testing.T) {
 	}
 	w.backlog = false
 	w.turn(&tr)
-	w.done(&tr, &queue.TurnResult{}, false, now)
+	w.done(&tr, &queue.TurnResult{}, false, false, now)
 	if w.mode != wakeArming {
 		t.Fatalf("backlog gone after a long quiet: mode %d, want arming", w.mode)
 	}
@@ -290,7 +307,7 @@ func TestWakerBatches(t *testing.T) {
 	many := &queue.TurnResult{Claimed: make([]queue.Claimed, batchWorth)}
 	poll := func(res *queue.TurnResult) time.Duration {
 		w.turn(&tr)
-		w.done(&tr, res, true, now)
+		w.done(&tr, res, true, false, now)
 		gap := w.pollAt.Sub(now)
 		now = w.pollAt
 		return gap
@@ -311,7 +328,7 @@ func TestWakerBatches(t *testing.T) {
 	// Quiet until it arms, then a notification: the next gap is pollGap.
 	for w.mode == wakeHot {
 		w.turn(&tr)
-		w.done(&tr, &queue.TurnResult{}, false, now)
+		w.done(&tr, &queue.TurnResult{}, false, false, now)
 		now = now.Add(time.Millisecond)
 	}
 	w.woken(now)
