@@ -204,17 +204,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 
 // idle reports whether no message is in flight and nothing waits to be settled.
 func (d *Dispatcher) idle() bool {
-	if len(d.settles) > 0 || d.busy() {
-		return false
-	}
-	for _, p := range d.pools {
-		for _, w := range p.workers {
-			if w.inflight.len() > 0 {
-				return false
-			}
-		}
-	}
-	return true
+	return len(d.settles) == 0 && !d.busy() && !d.answersDue()
 }
 
 // observePools reports each stage's workers and messages in flight.

@@ -586,3 +586,58 @@ func TestSettleWaits(t *testing.T) {
 		t.Fatalf("settled %d verdicts, want %d", len(j.turn.Settles), settleWorth)
 	}
 }
+
+// TestClaimBacklog: a stage that is full while more of its messages wait
+// keeps the dispatcher from arming (its answers will wake it); a full
+// stage with nothing more waiting, or one held off by a cooldown, does not.
+func TestClaimBacklog(t *testing.T) {
+	u := newUnit(t)
+	b := u.byName["b"]
+	u.worker("b", 1, 2) // PARALLELISM 1, QUEUE_LIMIT 2: full
+	for _, c := range []struct {
+		name    string
+		more    bool
+		cool    time.Duration
+		backlog bool
+	}{
+		{"full, more waiting", true, 0, true},
+		{"full, nothing more", false, 0, false},
+		{"full, more waiting, cooling down", true, time.Minute, false},
+	} {
+		b.more, b.coolUntil = c.more, u.at.Add(c.cool)
+		u.waker.backlog = !c.backlog
+		u.startClaim(u.at)
+		if u.claimer.job != nil {
+			j := u.sent(&u.claimer)
+			j.res = queue.TurnResult{}
+			u.finishJob(j, u.at)
+		}
+		if u.waker.backlog != c.backlog {
+			t.Errorf("%s: backlog %v, want %v", c.name, u.waker.backlog, c.backlog)
+		}
+	}
+}
+
+// TestClaimStaleJudge: a claim that started before a notification does
+// not judge the arm the notification ended; the next claim does.
+func TestClaimStaleJudge(t *testing.T) {
+	u := newUnit(t)
+	u.waker.mode, u.waker.armAfter = wakeArmed, armAfterMin
+	j := u.claimJob(map[string]int{"a": 8}, nil) // in flight as the notification comes
+	u.woken()
+	u.finishJob(j, u.at)
+	if u.waker.armAfter != armAfterMin || !u.waker.judging {
+		t.Fatalf("after the stale claim: armAfter %v, judging %v; want %v, still judging", u.waker.armAfter, u.waker.judging, armAfterMin)
+	}
+	u.finishJob(u.claimJob(map[string]int{"a": 8}, map[string][]int64{"a": {1}}), u.at)
+	if u.waker.judging || u.waker.armAfter != armAfterMin {
+		t.Fatalf("after the wake's own claim found one: armAfter %v, judging %v", u.waker.armAfter, u.waker.judging)
+	}
+	// Found nothing: the quiet before the next arm doubles.
+	u.waker.mode = wakeArmed
+	u.woken()
+	u.finishJob(u.claimJob(map[string]int{"a": 8}, nil), u.at)
+	if u.waker.armAfter != 2*armAfterMin {
+		t.Fatalf("after a wake that brought nothing: armAfter %v, want %v", u.waker.armAfter, 2*armAfterMin)
+	}
+}
