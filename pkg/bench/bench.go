@@ -254,7 +254,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := queue.Migrate(ctx, conn); err != nil {
 		return err
 	}
-	if b.db, err = queue.Open(ctx, b.dsn, queue.Options{App: "pepsi bench", MaxConns: 4}); err != nil {
+	if b.db, err = queue.Open(ctx, b.dsn, queue.Options{App: "pepsi bench", MaxConns: 4, NoJIT: true}); err != nil {
 		return err
 	}
 	if b.sql, err = openSQL(ctx, b.dsn); err != nil {

@@ -269,7 +269,7 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	if err := d.lock(ctx, lis); err != nil {
 		return nil, lis, err
 	}
-	if db, err = queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set}); err != nil {
+	if db, err = queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set, NoJIT: true}); err != nil {
 		return nil, lis, err
 	}
 	if err := db.CheckSchema(ctx); err != nil {

@@ -78,3 +78,30 @@ func TestOpenNames(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenNoJIT: a pool opened with NoJIT (the dispatcher's) runs without
+// JIT compilation in every session, whatever the server's jit; one opened
+// without it keeps the server's.
+func TestOpenNoJIT(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Empty(t)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		dsn   string
+		nojit bool
+		want  string
+	}{
+		{withParam(dsn, "jit", "on"), true, "off"},
+		{withParam(dsn, "jit", "on"), false, "on"},
+	} {
+		db, err := queue.Open(ctx, tc.dsn, queue.Options{App: "pepsi test", MaxConns: 2, NoJIT: tc.nojit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.ShowForTest(ctx, "jit")
+		db.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("Open(NoJIT %v) on a server with jit on: jit = %q, %v; want %q", tc.nojit, got, err, tc.want)
+		}
+	}
+}

@@ -63,3 +63,10 @@ const TakeSharedSQL = takeSharedSQL
 
 // DispatcherLock is the single-dispatcher lock key.
 const DispatcherLock = int64(dispatcherLock)
+
+// ShowForTest returns a setting of a session of the pool.
+func (db *DB) ShowForTest(ctx context.Context, name string) (string, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
