@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -50,6 +52,13 @@ func runDispatch(c *cli.Context) error {
 		if err := cfg.SetStages(c.String("stages")); err != nil {
 			return invalid("%v", err)
 		}
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One goroutine owns the dispatcher's state and the others only
+		// move bytes: on one processor their hand-offs are switches of
+		// that processor, not wake-ups of other threads (futex, work
+		// stealing), which took half of its CPU on two cores.
+		runtime.GOMAXPROCS(1)
 	}
 	opts := dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")}
 	var m *metrics.Observer

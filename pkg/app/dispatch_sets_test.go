@@ -363,3 +363,20 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestDispatchOneProcessor: pepsi dispatch runs its goroutines on one
+// processor, unless GOMAXPROCS says otherwise, and says so as it starts.
+func TestDispatchOneProcessor(t *testing.T) {
+	newSetsDB(t)
+	for _, tc := range []struct{ env, want string }{{"", "procs=1"}, {"2", "procs=2"}} {
+		t.Setenv("GOMAXPROCS", tc.env)
+		d := startDispatch(t, "dispatcher, GOMAXPROCS="+tc.env)
+		d.waitLog("dispatcher started", 1)
+		if line := regexp.MustCompile(`msg="dispatcher started".*`).FindString(d.logs.String()); !strings.Contains(line+" ", " "+tc.want+" ") {
+			t.Errorf("GOMAXPROCS=%q: want %s in %q", tc.env, tc.want, line)
+		}
+		if code := d.signal(syscall.SIGTERM); code != 0 {
+			t.Fatalf("GOMAXPROCS=%q: exit status %d after SIGTERM; log:\n%s", tc.env, code, d.logs)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -301,7 +302,7 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	d.nextExpire = d.now()
 	d.obs.Health(true)
 	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "set", d.set, "janitor", d.janitor.Load(), "orphans_reset", n,
-		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile)
+		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile, "procs", runtime.GOMAXPROCS(0))
 	return db, lis, nil
 }
 
