@@ -208,9 +208,11 @@ func TestDispatchStageSetTakeover(t *testing.T) {
 // writer's application_name ("pepsi dispatch queue pid N on HOST" for a
 // dispatcher's pool, "pepsi dispatch pid N on HOST" for its listener); a
 // row of pepsi.state is recorded under its partition's name (state_live,
-// state_failed, state_done_…).
+// state_failed, state_done_…). The transaction that wrote it
+// started at xact.
 const auditSQL = `
-CREATE TABLE test_writes (at timestamptz NOT NULL DEFAULT clock_timestamp(), app text, tbl text, op text);
+CREATE TABLE test_writes (at timestamptz NOT NULL DEFAULT clock_timestamp(), xact timestamptz NOT NULL DEFAULT now(),
+                          app text, tbl text, op text);
 CREATE FUNCTION test_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO test_writes (app, tbl, op) VALUES (current_setting('application_name'), TG_TABLE_NAME, TG_OP);
@@ -279,14 +281,33 @@ func TestDispatchStageSetFrozen(t *testing.T) {
 			t.Errorf("%s: SIGTERM: exit %d, want 0", x.name, code)
 		}
 	}
+	// A transaction of the frozen one's may have started after frozenAt:
+	// one it sent just before it froze, which its server process had not
+	// yet read when its session looked idle. Passing the fence, it ended
+	// before the standby's takeover (which waits for it) and so before the
+	// standby's first write. A transaction of the frozen one's that starts
+	// after that one is what the fence must stop.
 	var n int64
 	var tbl, op *string
-	if err := f.DB.Pool.QueryRow(context.Background(), "SELECT count(*), min(tbl), min(op) FROM test_writes WHERE app LIKE $1 AND at > $2",
-		mine, frozenAt).Scan(&n, &tbl, &op); err != nil {
-		t.Fatal(err)
+	var firstTaken *time.Time
+	if err := f.DB.Pool.QueryRow(context.Background(), `
+		WITH taken AS (SELECT min(xact) AS at FROM test_writes WHERE app LIKE $3)
+		SELECT count(*), min(tbl), min(op), (SELECT at FROM taken) FROM test_writes
+		 WHERE app LIKE $1 AND at > $2 AND xact >= (SELECT at FROM taken)`,
+		mine, frozenAt, fmt.Sprintf("%% pid %d on %%", spid)).Scan(&n, &tbl, &op, &firstTaken); err != nil || firstTaken == nil {
+		t.Fatalf("the standby's first write: %v, %v", firstTaken, err)
 	}
 	if n != 0 {
-		t.Errorf("the dispatcher that lost its lock wrote %d rows after the takeover (%s %s, ...)", n, *op, *tbl)
+		t.Errorf("the dispatcher that lost its lock wrote %d rows after the takeover (%s %s, ...; the standby's first write at %v)",
+			n, *op, *tbl, firstTaken.Format(time.RFC3339Nano))
+	}
+	var early int64
+	if err := f.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM test_writes WHERE app LIKE $1 AND at > $2",
+		mine, frozenAt).Scan(&early); err != nil {
+		t.Fatal(err)
+	}
+	if early > 0 {
+		t.Logf("the frozen dispatcher wrote %d rows in a transaction it sent before it froze", early)
 	}
 	t.Logf("%d messages; frozen with %d of its rows running; no write from it after it lost its lock",
 		total, len(inflight))
