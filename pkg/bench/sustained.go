@@ -18,11 +18,19 @@ const (
 	targetSustained    = 0.9    // last minute's throughput ÷ the second minute's, at least
 )
 
-// minute is what the sustained step measured at the end of one minute.
+// minute is what the sustained step measured in one minute.
 type minute struct {
 	done  int64            // messages done during it (pepsi.dispatch_stats)
-	sizes map[string]int64 // bytes of each of pepsi's tables and indexes
+	sizes map[string]int64 // bytes of each of pepsi's tables and indexes at its end
+	peak  int64            // the most pepsi's tables and indexes took at a sample during it
 }
+
+// sizeEvery is how often the sustained step samples pepsi's sizes for
+// each minute's peak. Retention drops a range of done rows every
+// RETENTION/4 (15 s), so the size at a given moment is a saw whose teeth
+// are a range and its messages: the size at the end of a minute depends
+// on where in a tooth the minute ends; its peak over the minute does not.
+const sizeEvery = time.Second
 
 // sustained feeds a 3-stage status-line pipeline at its peak (the first
 // stage never runs dry) for SustainedTime with RETENTION = 1 minute, and
@@ -63,12 +71,21 @@ func (b *bench) sustained(ctx context.Context) error {
 		return err
 	}
 	next := time.Now().Add(time.Minute)
+	var peak int64
+	nextSize := time.Now()
 	for len(got) < mins {
 		if err := d.alive(); err != nil {
 			return err
 		}
 		if err := b.feedTo(ctx, sustainedBacklog); err != nil {
 			return err
+		}
+		if now := time.Now(); !now.Before(nextSize) {
+			sizes, err := b.sizes(ctx)
+			if err != nil {
+				return err
+			}
+			peak, nextSize = max(peak, total(sizes)), now.Add(sizeEvery)
 		}
 		if time.Now().Before(next) {
 			if err := d.run(ctx, 100*time.Millisecond); err != nil {
@@ -85,9 +102,10 @@ func (b *bench) sustained(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		got = append(got, minute{done: done - last, sizes: sizes})
-		last = done
-		b.progress("sustained: minute %d: %s msg/s, pepsi's tables %s", len(got), num(float64(got[len(got)-1].done)/60), mb(total(sizes)))
+		got = append(got, minute{done: done - last, sizes: sizes, peak: max(peak, total(sizes))})
+		last, peak = done, 0
+		b.progress("sustained: minute %d: %s msg/s, pepsi's tables %s (at most %s)", len(got), num(float64(got[len(got)-1].done)/60),
+			mb(total(sizes)), mb(got[len(got)-1].peak))
 	}
 	if _, err := d.stop(); err != nil {
 		return err
@@ -109,12 +127,15 @@ func (b *bench) sustained(ctx context.Context) error {
 		rep.add(f)
 	}
 	for i, m := range got {
-		rep.note("sustained, minute %d: %s", i+1, sizeLine(m.sizes))
+		rep.note("sustained, minute %d: at most %s; at its end %s", i+1, mb(m.peak), sizeLine(m.sizes))
 	}
 	if len(got) >= 3 {
-		end, third := total(got[len(got)-1].sizes), total(got[2].sizes)
-		rep.add(Figure{Key: "sustained.size", Name: "sustained pipeline: pepsi's tables and indexes at the end", Value: float64(end) / 1e6, Unit: "MB",
-			Ceiling: float64(third) / 1e6, Of: "at the end of minute 3", Target: "≤ 1×", Met: atMost(float64(end)/float64(third), 1)})
+		last, third := got[len(got)-1], got[2]
+		rep.add(Figure{Key: "sustained.size", Name: "sustained pipeline: pepsi's tables and indexes at the end", Value: float64(total(last.sizes)) / 1e6, Unit: "MB",
+			Ceiling: float64(total(third.sizes)) / 1e6, Of: "at the end of minute 3"})
+		rep.add(Figure{Key: "sustained.peak", Name: fmt.Sprintf("sustained pipeline: pepsi's tables and indexes, the most in the last minute (sampled every %v)", sizeEvery),
+			Value: float64(last.peak) / 1e6, Unit: "MB", Ceiling: float64(third.peak) / 1e6, Of: "the most in minute 3",
+			Target: "≤ 1×", Met: atMost(float64(last.peak)/float64(third.peak), 1)})
 	}
 	rep.add(Figure{Key: "sustained.claim", Name: fmt.Sprintf("sustained pipeline: claim of %d at the first stage at the end, median of 20, no dispatcher running", sustainedClaim), Value: ms(claimEnd), Unit: "ms",
 		Ceiling: ms(claimStart), Of: "the same claim at the start"})
