@@ -176,7 +176,9 @@ func (b *bench) doneCount(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// sizes returns the size of each of pepsi's tables and indexes, bytes.
+// sizes returns the size of each of pepsi's tables and indexes, bytes. A
+// range of done rows that retention drops while this reads has no size
+// (pg_relation_size is NULL for it) and is left out.
 func (b *bench) sizes(ctx context.Context) (map[string]int64, error) {
 	rows, err := b.sql.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'pepsi' AND c.relkind IN ('r', 'i', 't')`)
@@ -187,11 +189,13 @@ func (b *bench) sizes(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	for rows.Next() {
 		var name string
-		var n int64
+		var n *int64
 		if err := rows.Scan(&name, &n); err != nil {
 			return nil, err
 		}
-		out[name] = n
+		if n != nil {
+			out[name] = *n
+		}
 	}
 	return out, rows.Err()
 }
