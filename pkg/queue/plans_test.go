@@ -32,12 +32,7 @@ UPDATE pepsi.state SET status = CASE WHEN id % 6 < 3 THEN 'done' WHEN id % 6 = 3
        stage = 's' || (id % 3)`); err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, dsn)
-	custom, generic := claimPlans(t, conn, "FORMAT JSON")
-	checkClaimPlan(t, "claim, custom plan", []byte(custom))
-	checkClaimPlan(t, "claim, generic plan", []byte(generic))
-
-	checkSettlePlans(t, db, conn, 1000)
+	checkPlans(t, db, dsn, 1000)
 }
 
 // TestPlansAfterEmptyVacuum: a queue that emptied was vacuumed (the
@@ -52,14 +47,8 @@ func TestPlansAfterEmptyVacuum(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)
 	seed(t, db, "s0", queue.Pending, 3000)
-	for _, sql := range []string{
-		"UPDATE pepsi.state SET status = 'done'",
-		"VACUUM (TRUNCATE false) pepsi.state_live",
-	} {
-		if _, err := db.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'done'")
+	exec(t, db, "VACUUM (TRUNCATE false) pepsi.state_live")
 	var pages, tuples float64
 	if err := db.Pool.QueryRow(ctx, "SELECT relpages, reltuples FROM pg_class WHERE oid = 'pepsi.state_live'::regclass").
 		Scan(&pages, &tuples); err != nil || pages == 0 || tuples != 0 {
@@ -68,22 +57,22 @@ func TestPlansAfterEmptyVacuum(t *testing.T) {
 	for i := range 3 {
 		seed(t, db, fmt.Sprintf("s%d", i), queue.Pending, 6000)
 	}
-	if _, err := db.Pool.Exec(ctx, `UPDATE pepsi.state SET status = 'running' WHERE id IN (SELECT id FROM pepsi.state_live ORDER BY id LIMIT 2000)`); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'running' WHERE id IN (SELECT id FROM pepsi.state_live ORDER BY id LIMIT 2000)")
+	checkPlans(t, db, dsn, 2000)
+}
+
+// checkPlans checks the claim's plans (checkClaimPlan) and explains (and
+// runs, rolled back) the settle of every running row, want of them, as an
+// advance, in a custom and a generic plan, each checked with
+// checkSettlePlan.
+func checkPlans(t *testing.T, db *pgtest.DB, dsn string, want int) {
+	t.Helper()
+	ctx := testCtx(t)
 	conn := connect(t, dsn)
 	custom, generic := claimPlans(t, conn, "FORMAT JSON")
 	checkClaimPlan(t, "claim, custom plan", []byte(custom))
 	checkClaimPlan(t, "claim, generic plan", []byte(generic))
-	checkSettlePlans(t, db, conn, 2000)
-}
 
-// checkSettlePlans explains (and runs, rolled back) the settle of every
-// running row, want of them, as an advance, in a custom and a generic
-// plan, and checks each with checkSettlePlan.
-func checkSettlePlans(t *testing.T, db *pgtest.DB, conn *pgx.Conn, want int) {
-	t.Helper()
-	ctx := testCtx(t)
 	rows, err := db.Pool.Query(ctx, "SELECT id, stage FROM pepsi.state WHERE status = 'running' ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
