@@ -50,6 +50,9 @@ func CheckInvariants(t testing.TB, db *pgtest.DB, checks ...Check) bool {
 			AND coalesce(dispatch_error, '') = '' AND coalesce(error, '') = ''`); n != 0 {
 			c.errorf("%d failed messages without a reason (first: %d)", n, id)
 		}
+		if n, id := c.first("SELECT count(*), min(id) FROM pepsi.ingress"); n != 0 {
+			c.errorf("%d messages enqueued by pepsi.enqueue() never admitted (first: %d)", n, id)
+		}
 	} else if n, id := c.first("SELECT count(*), min(id) FROM pepsi.state WHERE status = 'running'"); n != 0 {
 		c.errorf("%d messages left running (first: %d)", n, id)
 	}

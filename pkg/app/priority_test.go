@@ -133,6 +133,9 @@ func TestQueueShowFlowKey(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
+	if _, err := db.Admit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	sqlExec(t, db, "UPDATE pepsi.state SET status = 'running' WHERE id = $1", ids[0])
 	r := pepsi(t, "", "queue", "show", strconv.FormatInt(ids[0], 10), strconv.FormatInt(ids[2], 10))
 	r.wantCode(t, 0)

@@ -44,7 +44,9 @@ func queueCommand() *cli.Command {
 
 // openQueue loads the configuration and opens a small pool, its sessions
 // named after the command (visible in pg_stat_activity), on a database
-// whose schema is current.
+// whose schema is current, and admits what pepsi.enqueue() left in
+// pepsi.ingress, so that the command sees every message enqueued before
+// it started (a dispatcher admits them at its next poll anyway).
 func openQueue(c *cli.Context) (*queue.DB, *config.Config, error) {
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -58,6 +60,10 @@ func openQueue(c *cli.Context) (*queue.DB, *config.Config, error) {
 		return nil, nil, err
 	}
 	if err := db.CheckSchema(c.Context); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	if _, err := db.Admit(c.Context); err != nil {
 		db.Close()
 		return nil, nil, err
 	}

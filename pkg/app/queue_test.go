@@ -286,6 +286,9 @@ func TestQueueShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := db.Admit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	sqlExec(t, db, "UPDATE pepsi.state SET status = 'failed', error = 'bad input', attempts = 1 WHERE id = $1", id)
 	other := seedQueue(t, db, "store", queue.Pending, 1)[0]
 

@@ -72,7 +72,7 @@ func (b *bench) settings(ctx context.Context) (serverSettings, error) {
 
 // reset empties the queue between runs: it deletes every message.
 func (b *bench) reset(ctx context.Context) error {
-	_, err := b.sql.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message")
+	_, err := b.sql.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message, pepsi.ingress")
 	return err
 }
 

@@ -45,8 +45,10 @@ const ingressEmpty = `TRUNCATE bench.app, bench.outbox`
 // ingressRows counts the rows a run left: the application's, the outbox's.
 const ingressRows = `SELECT (SELECT count(*) FROM bench.app), (SELECT count(*) FROM bench.outbox)`
 
-// ingressHeldRows counts the messages waiting at a stage (ingressHeld).
-const ingressHeldRows = `SELECT count(*) FROM pepsi.state WHERE status = 'pending' AND stage = $1`
+// ingressHeldRows counts the messages waiting at a stage (ingressHeld):
+// pending there, or not yet admitted (one snapshot for both).
+const ingressHeldRows = `SELECT (SELECT count(*) FROM pepsi.state WHERE status = 'pending' AND stage = $1)
+     + (SELECT count(*) FROM pepsi.ingress WHERE stage = $1)`
 
 // ingressClients are the pgbench client counts measured.
 var ingressClients = []int{8, 32}

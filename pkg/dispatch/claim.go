@@ -9,7 +9,9 @@ import (
 )
 
 // startClaim sends the claim lane its work: the wake flag, due paused rows
-// back to pending, a claim for every stage that has room and may have work.
+// back to pending, at a poll the messages pepsi.enqueue() wrote since the
+// last one admitted, a claim for every stage that has room and may have
+// work.
 func (d *Dispatcher) startClaim(now time.Time) {
 	l := &d.claimer
 	if d.claimHeld() {
@@ -61,7 +63,7 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	}
 	d.claimAt = time.Time{}
 	j := &l.buf
-	j.turn = queue.Turn{Resume: resume, Caps: caps, Stages: d.owned, Set: d.set}
+	j.turn = queue.Turn{Resume: resume, Admit: any, Caps: caps, Stages: d.owned, Set: d.set}
 	w.turn(&j.turn)
 	j.err, j.gen, j.marks, j.pause = nil, d.wakeGen, d.marks, time.Time{}
 	d.checkPause = false
@@ -110,6 +112,9 @@ func (d *Dispatcher) finishClaim(j *job, now time.Time) {
 	d.backoff.reset()
 	busy := res.Resumed > 0 || len(res.Claimed) > 0 || d.tokensSoon(now)
 	d.waker.done(t, res, busy, j.gen != d.wakeGen, now)
+	if res.Admitted >= queue.AdmitBatch {
+		d.waker.pollAt = now // more wait to be admitted
+	}
 	d.resumed(j)
 	d.claimedMore(j)
 	d.handOut(res.Claimed, now)

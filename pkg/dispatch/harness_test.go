@@ -2,11 +2,14 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -133,6 +136,9 @@ func (b *bundle) row(id int64) (status, stage, derr string) {
 	b.t.Helper()
 	err := b.db.Pool.QueryRow(context.Background(),
 		"SELECT status, stage, coalesce(dispatch_error, '') FROM pepsi.state WHERE id = $1", id).Scan(&status, &stage, &derr)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", "" // enqueued by pepsi.enqueue(), not admitted yet
+	}
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestWakeNotified(t *testing.T) {
 func TestWakeHorizon(t *testing.T) {
 	b := setup(t, slowPoll, "a\nQUEUE_LIMIT = 4")
 	ctx := context.Background()
-	if _, err := b.db.Pool.Exec(ctx, "UPDATE pepsi.wake SET armed = false"); err != nil {
+	if _, err := b.db.Pool.Exec(ctx, "UPDATE pepsi.wake SET armed = false; SELECT setval('pepsi.wake_armed', 0)"); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, b.dsn)
@@ -91,7 +91,7 @@ func TestWakeHeartbeat(t *testing.T) {
 	b := setup(t, "POLL_INTERVAL = 1\nSTATS_INTERVAL = 60\nWORKER_IDLE_TIMEOUT = 30\nSHUTDOWN_GRACE = 5", "a\nQUEUE_LIMIT = 4")
 	b.start()
 	b.waitFor("the dispatcher to arm", time.Minute, b.armed)
-	if _, err := b.db.Pool.Exec(context.Background(), "UPDATE pepsi.wake SET armed = false"); err != nil {
+	if _, err := b.db.Pool.Exec(context.Background(), "UPDATE pepsi.wake SET armed = false; SELECT setval('pepsi.wake_armed', 0)"); err != nil {
 		t.Fatal(err)
 	}
 	id := b.enqueue("a", "a=tdone")[0]

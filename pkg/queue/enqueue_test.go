@@ -22,14 +22,17 @@ func TestEnqueueInApplicationTx(t *testing.T) {
 	if err != nil || id <= 0 {
 		t.Fatalf("Enqueue in tx: %d, %v", id, err)
 	}
+	// One row, in pepsi.ingress until admitted.
 	var inTx int
-	if err := tx.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND status = 'pending'", id).Scan(&inTx); err != nil || inTx != 1 {
+	err = tx.QueryRow(ctx, "SELECT count(*) FROM pepsi.ingress WHERE id = $1 AND stage = 'a'", id).Scan(&inTx)
+	if rb := tx.Rollback(ctx); rb != nil {
+		t.Fatal(rb)
+	}
+	if err != nil || inTx != 1 {
 		t.Fatalf("row inside the transaction: %d, %v", inTx, err)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, db, "SELECT count(*) FROM pepsi.message") + count(t, db, "SELECT count(*) FROM pepsi.state"); n != 0 {
+	if n := count(t, db, "SELECT count(*) FROM pepsi.message") + count(t, db, "SELECT count(*) FROM pepsi.state") +
+		count(t, db, "SELECT count(*) FROM pepsi.ingress"); n != 0 {
 		t.Fatalf("%d rows left after rollback", n)
 	}
 
@@ -47,6 +50,15 @@ func TestEnqueueInApplicationTx(t *testing.T) {
 	}
 	if id2 <= id {
 		t.Fatalf("id %d after rolled-back %d", id2, id)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state"); n != 0 {
+		t.Fatalf("%d queue rows before admission", n)
+	}
+	if n, err := db.Admit(ctx); err != nil || n != 1 {
+		t.Fatalf("Admit: %d, %v; want 1", n, err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.ingress"); n != 0 {
+		t.Fatalf("%d rows left in pepsi.ingress after admission", n)
 	}
 	r := getState(t, db, id2)
 	if r.Stage != "b" || r.Status != queue.Pending {
@@ -67,6 +79,9 @@ func TestEnqueueInApplicationTx(t *testing.T) {
 	// Straight on the pool, nil payload and headers.
 	id3, err := queue.Enqueue(ctx, db.Pool, "c", nil, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Admit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := db.Payload(ctx, id3); err != nil || p == nil || len(p) != 0 {

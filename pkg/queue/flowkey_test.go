@@ -69,6 +69,7 @@ func TestClaimKeyed(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := enq("plain", "a", 0) // the same header at a stage without KEY: no key
+	admit(t, db)
 	var keyless int64
 	if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1) AND flow_key IS NULL", []int64{n1, plain}).Scan(&keyless); err != nil || keyless != 2 {
 		t.Fatalf("%d of the messages without a key have none (%v)", keyless, err)

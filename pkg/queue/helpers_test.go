@@ -119,3 +119,12 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// admit moves what pepsi.enqueue() wrote to pepsi.state, as a dispatcher's
+// poll would.
+func admit(t testing.TB, db *pgtest.DB) {
+	t.Helper()
+	if _, err := db.Admit(testCtx(t)); err != nil {
+		t.Fatalf("admit: %v", err)
+	}
+}

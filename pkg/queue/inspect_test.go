@@ -136,6 +136,7 @@ func TestShowAndPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	admit(t, db)
 	exec(t, db, "UPDATE pepsi.state SET status = 'running', attempts = 2 WHERE id = $1", id)
 	exec(t, db, "SELECT pepsi.pause($1, '1 minute')", id)
 
@@ -161,6 +162,7 @@ func TestShowAndPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	admit(t, db)
 	m, err = db.Show(ctx, id2)
 	if err != nil || m.PayloadSize != 0 || string(m.Headers) != "{}" {
 		t.Fatalf("Show empty: %+v, %v", m, err)

@@ -37,6 +37,7 @@ func TestClaimPriority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	admit(t, db)
 	want := []int64{ids[3], sqlID, ids[1], ids[4], old, bulk[0], bulk[1], ids[0], ids[2]}
 	wantPrio := []int32{-1, -1, 0, 0, 0, 3, 3, 5, 5}
 	var got []int64

@@ -33,6 +33,7 @@ func TestSQLEnqueue(t *testing.T) {
 			t.Fatalf("id %d after %d: ids must increase", id, prev)
 		}
 		prev = id
+		admit(t, db)
 		r := getState(t, db, id)
 		if r.Stage != stage || r.Status != queue.Pending || r.Attempts != 0 || r.Timeout != nil || r.Error != nil || r.DispatchError != nil {
 			t.Fatalf("state of %d = %+v, want fresh pending at %q", id, r, stage)
@@ -55,6 +56,7 @@ func TestSQLEnqueue(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue('a', NULL, NULL)").Scan(&id); err != nil {
 		t.Fatalf("enqueue with NULLs: %v", err)
 	}
+	admit(t, db)
 	var n int
 	var h string
 	if err := db.Pool.QueryRow(ctx, "SELECT octet_length(payload), headers::text FROM pepsi.message WHERE id = $1", id).Scan(&n, &h); err != nil {
@@ -257,8 +259,8 @@ func TestIngressNotify(t *testing.T) {
 	expectOnly(t, db, conn, "pepsi_ingress", 0)
 
 	// While the wake flag is off (a busy dispatcher polls) nothing
-	// notifies; with it on again, or with its row gone (the table is
-	// unlogged: a crash empties it), every statement does.
+	// notifies; with it on again, or never set (the count producers read
+	// is an unlogged sequence: a crash resets it), every statement does.
 	if err := db.SetArmed(ctx, "", false); err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +280,16 @@ func TestIngressNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectOnly(t, db, conn, "pepsi_ingress", 1)
+	if err := db.SetArmed(ctx, "", false); err != nil {
+		t.Fatal(err)
+	}
 	exec(t, db, "DELETE FROM pepsi.wake")
+	exec(t, db, "ALTER SEQUENCE pepsi.wake_armed RESTART")
 	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 1)
+	if _, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{[]byte("1")}}); err != nil {
 		t.Fatal(err)
 	}
 	expectOnly(t, db, conn, "pepsi_ingress", 1)

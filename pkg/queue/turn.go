@@ -9,8 +9,8 @@ import (
 
 // Turn is the dispatcher's queue work for one wake, done in one round trip
 // and one transaction, in this order: write the wake flag, resume due
-// paused rows, settle verdicts, read the snapshot horizon, claim. Each part
-// is optional.
+// paused rows, settle verdicts, read the snapshot horizon, admit ingress,
+// claim. Each part is optional.
 type Turn struct {
 	Arm    Arm // the wake flag to write; ArmKeep: none
 	Resume bool
@@ -22,7 +22,11 @@ type Turn struct {
 	Set      string // the dispatcher's set (SetName): the wake row Arm writes
 	Settles  []Settle
 	Snapshot bool // read the horizon of a snapshot taken just before the claim
-	Caps     []StageCap
+	// Admit moves up to AdmitBatch messages from pepsi.ingress to pending
+	// at their stages before the claim (after the snapshot: what committed
+	// before it is admitted, and claimed if there is room).
+	Admit bool
+	Caps  []StageCap
 }
 
 // Arm is what a Turn writes to the wake flag (pepsi.wake.armed): whether
@@ -40,6 +44,7 @@ const (
 // given the same result.
 type TurnResult struct {
 	Resumed    int64
+	Admitted   int64     // messages moved from pepsi.ingress (AdmitBatch: there may be more)
 	NextPaused time.Time // zero: no paused row left (only set when Resume)
 	Settled    []Settled
 	Claimed    []Claimed
@@ -50,11 +55,17 @@ type TurnResult struct {
 	waits      []Claimed // the claim's scratch space
 }
 
-// armSQL writes the wake flag; the row is made again if it is gone (the
-// table is unlogged: a crash empties it).
-// Each dispatcher set has its own row; producers notify while any is armed.
-const armSQL = `INSERT INTO pepsi.wake (dispatcher, armed) VALUES ($2, $1)
-    ON CONFLICT (dispatcher) DO UPDATE SET armed = excluded.armed WHERE pepsi.wake.armed <> excluded.armed`
+// armSQL writes the wake flag: the set's row of pepsi.wake (made again if
+// it is gone: the table is unlogged, a crash empties it), and the count of
+// armed sets that producers read (pepsi.wake_armed). Producers notify
+// while any set is armed.
+const armSQL = `SELECT pepsi.arm($2, $1)`
+
+// AdmitBatch is the most messages a Turn admits from pepsi.ingress.
+const AdmitBatch = 1000
+
+// admitSQL moves messages from pepsi.ingress to pepsi.state.
+const admitSQL = `SELECT pepsi.admit($1)`
 
 // foreignSQL wakes the other dispatchers when the settle just made left
 // rows pending at a stage this one does not own; it runs after the settle,
@@ -96,7 +107,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		set = AllStages
 	}
 	return retry(ctx, func() error {
-		res.Resumed, res.NextPaused, res.Xmin, res.Xmax = 0, time.Time{}, 0, 0
+		res.Resumed, res.Admitted, res.NextPaused, res.Xmin, res.Xmax = 0, 0, time.Time{}, 0, 0
 		res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
 		b := &pgx.Batch{}
 		f := db.fence.Load()
@@ -117,6 +128,9 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		}
 		if t.Snapshot {
 			b.Queue(snapshotSQL)
+		}
+		if t.Admit {
+			b.Queue(admitSQL, AdmitBatch)
 		}
 		if hasClaim {
 			b.Queue(claimStmt, claim...)
@@ -159,6 +173,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		}
 		if t.Snapshot {
 			if err = br.QueryRow().Scan(&res.Xmin, &res.Xmax); err != nil {
+				return err
+			}
+		}
+		if t.Admit {
+			if err = br.QueryRow().Scan(&res.Admitted); err != nil {
 				return err
 			}
 		}

@@ -52,6 +52,9 @@ func (f *fixture) running(payloads ...string) []int64 {
 		}
 		ids[i] = id
 	}
+	if _, err := f.db.Admit(ctx); err != nil {
+		f.t.Fatal(err)
+	}
 	if _, err := f.db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'running', attempts = attempts + 1 WHERE id = ANY($1)", ids); err != nil {
 		f.t.Fatal(err)
 	}

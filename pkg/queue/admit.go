@@ -1,0 +1,29 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+)
+
+// Admit moves every message waiting in pepsi.ingress (what pepsi.enqueue()
+// wrote and no dispatcher has admitted yet) to pending at its stage, as a
+// dispatcher does at each poll, and returns how many it moved. Readers of
+// pepsi.state call it first, so that they see every message enqueued
+// before. Messages another session is admitting at that moment are left
+// to it.
+func (db *DB) Admit(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := retry(ctx, func() error {
+			return db.pool.QueryRow(ctx, admitSQL, AdmitBatch).Scan(&n)
+		})
+		if err != nil {
+			return total, fmt.Errorf("admit enqueued messages: %w", err)
+		}
+		total += n
+		if n < AdmitBatch {
+			return total, nil
+		}
+	}
+}
