@@ -160,7 +160,8 @@ func (q queueRows) waiting(ctx context.Context, b *strings.Builder) {
 func (s *Site) WaitSettled(timeout time.Duration, logs ...fmt.Stringer) {
 	s.T.Helper()
 	s.WaitFor("every message done or failed", timeout, func() bool {
-		return s.Int64("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')") == 0
+		return s.Int64(`SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed'))
+		                     + (SELECT count(*) FROM pepsi.ingress)`) == 0
 	}, logs...)
 }
 

@@ -76,11 +76,13 @@ func (b *bench) reset(ctx context.Context) error {
 	return err
 }
 
-// idle reports whether no message is pending, running or paused; each
-// EXISTS walks its partial index.
+// idle reports whether no message is pending, running or paused, or
+// waits in pepsi.ingress to be admitted; each EXISTS on pepsi.state walks
+// its partial index.
 func (b *bench) idle(ctx context.Context) (bool, error) {
 	var idle bool
 	err := b.sql.QueryRow(ctx, `SELECT NOT (EXISTS (SELECT 1 FROM pepsi.state WHERE status = 'pending')
+		OR EXISTS (SELECT 1 FROM pepsi.ingress)
 		OR EXISTS (SELECT 1 FROM pepsi.state WHERE status = 'running')
 		OR EXISTS (SELECT 1 FROM pepsi.state WHERE status = 'paused'))`).Scan(&idle)
 	return idle, err

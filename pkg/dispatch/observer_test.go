@@ -62,7 +62,7 @@ func TestObserver(t *testing.T) {
 	b.enqueue("broken", "x")
 	b.start()
 	b.waitFor("all settled", time.Minute, func() bool {
-		return b.int64("SELECT count(*) FROM pepsi.state WHERE stage <> 'broken' AND status NOT IN ('done', 'failed')") == 0
+		return b.int64("SELECT (SELECT count(*) FROM pepsi.state WHERE stage <> 'broken' AND status NOT IN ('done', 'failed')) + (SELECT count(*) FROM pepsi.ingress)") == 0
 	})
 	// A stage commits before it answers: the rows can be settled before
 	// the dispatcher has read the last answer.

@@ -18,10 +18,15 @@ type Count struct {
 	Oldest time.Time
 }
 
-// Counts returns the number of messages per stage and status.
+// Counts returns the number of messages per stage and status; messages
+// that pepsi.enqueue() wrote and no one has admitted yet count as pending
+// at their stage, since their enqueue.
 func (db *DB) Counts(ctx context.Context) ([]Count, error) {
-	rows, err := db.pool.Query(ctx, `SELECT stage, status, count(*), min(updated_at)
-		FROM pepsi.state GROUP BY stage, status ORDER BY stage, status`)
+	rows, err := db.pool.Query(ctx, `SELECT stage, status, sum(n)::bigint, min(oldest) FROM (
+		SELECT stage, status, count(*) AS n, min(updated_at) AS oldest FROM pepsi.state GROUP BY stage, status
+		UNION ALL
+		SELECT stage, 'pending', count(*), min(created_at) FROM pepsi.ingress GROUP BY stage
+	) c GROUP BY stage, status ORDER BY stage, status`)
 	if err != nil {
 		return nil, err
 	}
