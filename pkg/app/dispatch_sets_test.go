@@ -95,7 +95,13 @@ func TestDispatchStageSets(t *testing.T) {
 
 	const total = 600
 	start := time.Now()
-	f.enqueue(total, pipeline("2ms"))
+	f.enqueue(total/2, pipeline("2ms"))
+	// The other half from SQL: into pepsi.ingress, admitted by whichever
+	// dispatcher polls first; parse's owner claims them.
+	if _, err := f.DB.Pool.Exec(context.Background(), "SELECT pepsi.enqueue('parse', convert_to($1, 'UTF8')) FROM generate_series(1, $2)",
+		pipeline("2ms"), total-total/2); err != nil {
+		t.Fatal(err)
+	}
 	f.WaitSettled(setsWait, p.logs, e.logs, d.logs)
 	took := time.Since(start)
 
