@@ -30,6 +30,9 @@
 -- by one) reads as armed. Producers need USAGE on it, as on
 -- pepsi.message_id_seq.
 --
+-- A dispatcher of an earlier version does not admit: restart every
+-- dispatcher with this version after migrating.
+--
 -- Cost: a new empty table and functions; milliseconds on a database of
 -- 1 000 000 messages, whatever they hold.
 
