@@ -297,7 +297,10 @@ type runResult struct {
 }
 
 // throughput warms the pipeline up (every worker started), then sends n
-// messages through it in one batch and measures.
+// messages through it in one batch and measures. The batch starts just
+// after a checkpoint: one that the WAL of a step before (in bench/peers,
+// River's run) would bring on does not fall into it, and every run writes
+// the same full-page images.
 func (b *bench) throughput(ctx context.Context, d *dispatchProc, p pipeline, n int) (runResult, error) {
 	r := runResult{messages: n}
 	if _, err := b.feed(ctx, p, p.workers()*p.queueLimit); err != nil {
@@ -305,6 +308,9 @@ func (b *bench) throughput(ctx context.Context, d *dispatchProc, p pipeline, n i
 	}
 	if err := b.waitIdle(ctx, d, 5*time.Minute); err != nil {
 		return r, err
+	}
+	if _, err := b.sql.Exec(ctx, "CHECKPOINT"); err != nil {
+		return r, fmt.Errorf("checkpoint before the run: %w", err)
 	}
 	cpu0, err := procCPU(d.pid)
 	if err != nil {
