@@ -172,6 +172,7 @@ func runBenchStage(c *cli.Context) error {
 	}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	worker.OneProcessor() // as worker.Main does: a stage program is one slot
 	return bench.Stage(ctx, bench.StageOptions{
 		Mode: mode, Next: c.String("next"), DSN: cfg.DSN, Stage: os.Getenv("PEPSI_STAGE"),
 		In: c.App.Reader, Out: c.App.Writer, Log: log, Trace: os.Getenv(bench.TraceEnv), Profile: os.Getenv(bench.ProfileEnv),

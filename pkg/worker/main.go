@@ -28,6 +28,7 @@ func Main(fn Func) { os.Exit(run(fn, InTransaction)) }
 func MainOnStatusLine(fn Func) { os.Exit(run(fn, OnStatusLine)) }
 
 func run(fn Func, mode Mode) int {
+	OneProcessor()
 	name := filepath.Base(os.Args[0])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
 		// The dispatcher stamps each line it relays; no time of our own.
