@@ -5,15 +5,19 @@ import (
 	"fmt"
 )
 
+// admitMost bounds one Admit: producers that enqueue as fast as it admits
+// do not keep it going; a dispatcher admits the rest.
+const admitMost = 1000 * AdmitBatch
+
 // Admit moves every message waiting in pepsi.ingress (what pepsi.enqueue()
 // wrote and no dispatcher has admitted yet) to pending at its stage, as a
-// dispatcher does at each poll, and returns how many it moved. Readers of
-// pepsi.state call it first, so that they see every message enqueued
-// before. Messages another session is admitting at that moment are left
-// to it.
+// dispatcher does at each poll, and returns how many it moved (at most a
+// million). Readers of pepsi.state call it first, so that they see every
+// message enqueued before. Messages another session is admitting at that
+// moment are left to it.
 func (db *DB) Admit(ctx context.Context) (int64, error) {
 	var total int64
-	for {
+	for total < admitMost {
 		var n int64
 		err := retry(ctx, func() error {
 			return db.pool.QueryRow(ctx, admitSQL, AdmitBatch).Scan(&n)
@@ -26,4 +30,5 @@ func (db *DB) Admit(ctx context.Context) (int64, error) {
 			return total, nil
 		}
 	}
+	return total, nil
 }
