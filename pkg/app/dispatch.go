@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
 	"github.com/pepsi-dev/pepsi/pkg/metrics"
+	"github.com/pepsi-dev/pepsi/pkg/worker"
 )
 
 func dispatchCommand() *cli.Command {
@@ -53,13 +52,12 @@ func runDispatch(c *cli.Context) error {
 			return invalid("%v", err)
 		}
 	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		// One goroutine owns the dispatcher's state and the others only
-		// move bytes: on one processor their hand-offs are switches of
-		// that processor, not wake-ups of other threads (futex, work
-		// stealing), which took half of its CPU on two cores.
-		runtime.GOMAXPROCS(1)
-	}
+	// One goroutine owns the dispatcher's state and the others only move
+	// bytes: on one processor their hand-offs are switches of that
+	// processor, not wake-ups of other threads (futex, work stealing),
+	// which took half of its CPU on two cores. The rule is a stage
+	// program's too (worker.OneProcessor).
+	worker.OneProcessor()
 	opts := dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")}
 	var m *metrics.Observer
 	if cfg.Dispatch.MetricsListen != "" {

@@ -600,3 +600,23 @@ func TestQueueAlias(t *testing.T) {
 	r.wantCode(t, 2)
 	r.wantOneError(t, `pepsi queue show: bad message id "0"`)
 }
+
+// TestQueueAdmits: with no dispatcher running, pepsi queue sees what
+// pepsi.enqueue() wrote: it admits pepsi.ingress before it reads.
+func TestQueueAdmits(t *testing.T) {
+	db, dsn := pgtest.New(t)
+	env(t, dsn, "")
+	var id int64
+	if err := db.Pool.QueryRow(context.Background(), "SELECT pepsi.enqueue('parse', 'x')").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	r := pepsi(t, "", "queue", "show", strconv.FormatInt(id, 10))
+	r.wantCode(t, 0)
+	if !strings.Contains(r.stdout, "stage           parse\n") || !strings.Contains(r.stdout, "status          pending\n") {
+		t.Errorf("queue show of a message enqueued from SQL:\n%s", r.stdout)
+	}
+	var left int64
+	if err := db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM pepsi.ingress").Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d rows left in pepsi.ingress after pepsi queue (%v)", left, err)
+	}
+}
