@@ -48,8 +48,11 @@ BEGIN
 END $$;
 SELECT setval('pepsi.wake_armed', count(*) FILTER (WHERE armed), true) FROM pepsi.wake HAVING count(*) > 0;
 
+-- pepsi.armed() is the one rule producers read. VOLATILE, as the sequence
+-- it reads changes outside any transaction; so it is inlined where it is
+-- called, and PL/pgSQL evaluates IF pepsi.armed() without a query.
 CREATE OR REPLACE FUNCTION pepsi.armed() RETURNS boolean
-LANGUAGE sql STABLE AS $$ SELECT coalesce(pg_sequence_last_value('pepsi.wake_armed'), 1) <> 0 $$;
+LANGUAGE sql VOLATILE AS $$ SELECT coalesce(pg_sequence_last_value('pepsi.wake_armed'), 1) <> 0 $$;
 
 -- pepsi.arm writes set's wake flag and sets pepsi.wake_armed to the
 -- number of armed dispatchers. The lock orders dispatchers that write at
@@ -98,7 +101,7 @@ BEGIN
     RETURNING id INTO v_id;
     -- After the row: the dispatcher's arming waits out every transaction
     -- that wrote before it armed (see pkg/dispatch/wake.go).
-    IF coalesce(pg_sequence_last_value('pepsi.wake_armed'::regclass), 1) <> 0 THEN
+    IF pepsi.armed() THEN
         PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
     END IF;
     RETURN v_id;
@@ -140,7 +143,7 @@ END $$;
 CREATE OR REPLACE FUNCTION pepsi.notify_ingress() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF coalesce(pg_sequence_last_value('pepsi.wake_armed'::regclass), 1) <> 0 THEN
+    IF pepsi.armed() THEN
         PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
     END IF;
     RETURN NULL;
