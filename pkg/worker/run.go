@@ -121,14 +121,42 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 
 	out := &answers{w: bufio.NewWriterSize(opts.Out, 64<<10)}
 	defer out.stop()
+	defer r.dropNext()
 	var buf []byte
+	// early is the next input, taken from lines while the last message
+	// was being committed, so that its read went out with that COMMIT.
+	var early *input
+	peek := func() (int64, bool) {
+		if early != nil {
+			return 0, false
+		}
+		select {
+		case x := <-lines:
+			early = &x
+			if x.err != nil {
+				return 0, false
+			}
+			id, err := parseID(x.line)
+			return id, err == nil
+		default:
+			return 0, false
+		}
+	}
 	for {
 		var in input
-		select {
-		case <-ctx.Done():
+		if err := ctx.Err(); err != nil {
 			_ = out.flush()
-			return ctx.Err()
-		case in = <-lines:
+			return err
+		}
+		if early != nil {
+			in, early = *early, nil
+		} else {
+			select {
+			case <-ctx.Done():
+				_ = out.flush()
+				return ctx.Err()
+			case in = <-lines:
+			}
 		}
 		if in.err != nil {
 			if err := out.flush(); err != nil {
@@ -139,7 +167,7 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 			}
 			return fmt.Errorf("reading message ids: %w", in.err)
 		}
-		st, err := r.serve(ctx, in.line)
+		st, err := r.serve(ctx, in.line, peek)
 		if ctx.Err() != nil && err != nil {
 			_ = out.flush() // what was committed before is answered
 			return ctx.Err()
@@ -399,12 +427,13 @@ type runner struct {
 	txo      pgx.TxOptions
 	mode     Mode
 	stage    string
+	next     *Message // read and locked in a transaction still open, with the last COMMIT
 }
 
 // serve answers one input line. A non-nil error ends Run: after the answer
 // if the connection was lost, without one if ctx was cancelled.
-func (r *runner) serve(ctx context.Context, line []byte) (protocol.Status, error) {
-	id, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64)
+func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, bool)) (protocol.Status, error) {
+	id, err := parseID(line)
 	if err != nil {
 		r.log.Error("bad message id on stdin", "line", string(line))
 		return protocol.Status{Code: 1, Text: "bad message id " + protocol.Quote(line)}, nil
@@ -415,7 +444,7 @@ func (r *runner) serve(ctx context.Context, line []byte) (protocol.Status, error
 		if r.mode == OnStatusLine {
 			st, err = r.answerPass(ctx, id)
 		} else {
-			st.Fused, err = r.pass(ctx, id)
+			st.Fused, err = r.pass(ctx, id, peek)
 		}
 		if err == nil {
 			return st, nil
@@ -434,6 +463,11 @@ func (r *runner) serve(ctx context.Context, line []byte) (protocol.Status, error
 		}
 		return st, nil
 	}
+}
+
+// parseID reads a message id from a line of input.
+func parseID(line []byte) (int64, error) {
+	return strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64)
 }
 
 // answerPass runs fn for message id outside any transaction and returns
@@ -465,82 +499,6 @@ func checkFused(fused []protocol.Fused) error {
 		}
 	}
 	return nil
-}
-
-// pass runs fn for message id in a transaction and commits its move.
-// BEGIN goes out with the read of the message (pgx's Batch.BeginTx), the
-// move with COMMIT: two round trips besides the stage's own statements,
-// where Conn.BeginTx and Tx.Commit would take four. On a small machine
-// every round trip costs both sides tens of microseconds of CPU.
-func (r *runner) pass(ctx context.Context, id int64) ([]protocol.Fused, error) {
-	m := &Message{ID: id, loaded: true}
-	b := &pgx.Batch{}
-	b.BeginTx(r.txo)
-	b.Queue(messageSQL+" FOR UPDATE OF s", id)
-	br := r.conn.SendBatch(ctx, b)
-	m.Tx = br.Tx()
-	defer func() {
-		// After the move's batch the server has committed but pgx's Tx
-		// does not know it: roll back only a transaction still open.
-		// After a cancellation the connection may be gone, so the
-		// rollback gets a context of its own.
-		if r.conn.PgConn().TxStatus() != 'I' {
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = m.Tx.Rollback(rctx)
-		}
-	}()
-	err := func() error {
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return m.scan(br.QueryRow())
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.call(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkFused(m.fused); err != nil {
-		return nil, err
-	}
-	if err := out.check(m); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // told to stop: roll back rather than commit now
-	}
-	if r.conn.PgConn().TxStatus() != 'T' {
-		return nil, errors.New("the stage function ended the pass's transaction (m.Tx is committed with the move)")
-	}
-	sql, args := out.statement(m)
-	commit := r.txo.CommitQuery
-	if commit == "" {
-		commit = "commit"
-	}
-	b = &pgx.Batch{}
-	b.Queue(sql, args...)
-	b.Queue(commit)
-	br = m.Tx.SendBatch(ctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		var tag pgconn.CommandTag
-		if tag, err = br.Exec(); err == nil && tag.String() == "ROLLBACK" {
-			err = pgx.ErrTxCommitRollback
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	return m.fused, nil
 }
 
 // call runs the stage function, turning a panic into an error.

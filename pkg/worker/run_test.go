@@ -549,3 +549,78 @@ func TestConnectMode(t *testing.T) {
 		conn.Close(context.Background())
 	}
 }
+
+// roundTrips counts what a connection sends: batches and lone statements.
+type roundTrips struct {
+	mu               sync.Mutex
+	batches, queries int
+}
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queries++
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches++
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestRunChainsReads: ids that arrive together cost one batch each, the
+// next message's BEGIN and read going out with the last one's COMMIT;
+// a message the chained read finds not running, and a pass that fails
+// after its message was read that way, are answered as alone.
+func TestRunChainsReads(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("advance", "advance", "advance", "advance", "advance", "advance", "error", "advance", "advance", "advance")
+	var in strings.Builder
+	for _, id := range ids {
+		in.WriteString(itoa(id) + "\n")
+	}
+	cfg, err := pgx.ParseConfig(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := &roundTrips{}
+	cfg.Tracer = trips
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	opts := f.opts(strings.NewReader(in.String()), &bytes.Buffer{})
+	opts.Conn = conn
+	var out bytes.Buffer
+	opts.Out = &out
+	if err := worker.Run(context.Background(), byPayload, opts); err != nil {
+		t.Fatal(err)
+	}
+	if want := "0\n0\n0\n0\n0\n0\n1 # broken in two lines\n0\n0\n0\n"; out.String() != want {
+		t.Errorf("status lines %q, want %q", out.String(), want)
+	}
+	for i, id := range ids {
+		status, stage, _, _ := f.row(id)
+		wantStage := "b"
+		if i == 6 {
+			wantStage = "a"
+		}
+		if status != "running" || stage != wantStage {
+			t.Errorf("message %d: %s at %s, want running at %s", id, status, stage, wantStage)
+		}
+	}
+	// Ten messages, nine of them moved: the first read, nine COMMITs
+	// (each with the next read) and the read after the failed pass's
+	// rollback; lone statements: the stage's ten INSERTs and one ROLLBACK.
+	if trips.batches != 11 || trips.queries != 11 {
+		t.Errorf("%d batches and %d lone statements, want 11 and 11", trips.batches, trips.queries)
+	}
+	if conn.PgConn().TxStatus() != 'I' {
+		t.Errorf("Run left a transaction open on the caller's connection (status %c)", conn.PgConn().TxStatus())
+	}
+}

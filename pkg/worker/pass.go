@@ -1,0 +1,161 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
+)
+
+// lockSQL reads a message's rows and locks its queue row.
+const lockSQL = messageSQL + " FOR UPDATE OF s"
+
+// pass runs fn for message id in a transaction and commits its move.
+//
+// A pass costs two round trips besides the stage's own statements. BEGIN
+// goes out with the read of the message (pgx's Batch.BeginTx), the move
+// with COMMIT. When the next id is already waiting (peek), its BEGIN and
+// read go out with this COMMIT too, so that a pipelined message costs one
+// round trip besides the stage's statements: on a small machine every
+// round trip costs both sides tens of microseconds of CPU.
+func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) ([]protocol.Fused, error) {
+	m, err := r.begin(ctx, id)
+	committed := false
+	defer func() {
+		if !committed {
+			r.rollback(m)
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.call(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFused(m.fused); err != nil {
+		return nil, err
+	}
+	if err := out.check(m); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // told to stop: roll back rather than commit now
+	}
+	if r.conn.PgConn().TxStatus() != 'T' {
+		return nil, errors.New("the stage function ended the pass's transaction (m.Tx is committed with the move)")
+	}
+	sql, args := out.statement(m)
+	commit := r.txo.CommitQuery
+	if commit == "" {
+		commit = "commit"
+	}
+	b := &pgx.Batch{}
+	nextID, chain := peek()
+	if chain {
+		// The batch begins the next message's transaction, so that pgx
+		// hands back a Tx for it; the move and COMMIT go ahead of that
+		// BEGIN. Results come back in order: the move's, COMMIT's, then
+		// BEGIN's and the read's.
+		b.BeginTx(r.txo)
+		b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: sql, Arguments: args}, {SQL: commit}}, b.QueuedQueries...)
+		b.Queue(lockSQL, nextID)
+	} else {
+		b.Queue(sql, args...)
+		b.Queue(commit)
+	}
+	br := r.conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() == "ROLLBACK" {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	committed = true
+	if chain {
+		r.next = r.readNext(br, nextID)
+	}
+	if err := br.Close(); err != nil && !chain {
+		return nil, err
+	}
+	return m.fused, nil
+}
+
+// begin opens message id's transaction and reads it, or takes the one the
+// last COMMIT opened for it. The Message is returned even with an error,
+// its Tx to be rolled back.
+func (r *runner) begin(ctx context.Context, id int64) (*Message, error) {
+	if m := r.next; m != nil {
+		r.next = nil
+		if m.ID == id {
+			return m, nil
+		}
+		r.rollback(m) // not the id that came: cannot happen, as ids are served in order
+	}
+	m := &Message{ID: id, loaded: true}
+	b := &pgx.Batch{}
+	b.BeginTx(r.txo)
+	b.Queue(lockSQL, id)
+	br := r.conn.SendBatch(ctx, b)
+	m.Tx = br.Tx()
+	err := func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return m.scan(br.QueryRow())
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return m, err
+}
+
+// readNext reads the results of the next message's BEGIN and read that
+// went out after a COMMIT, and returns the message, its transaction open,
+// or nil when that failed; then the transaction is rolled back and the
+// message is read again when it is served, which reports what went wrong.
+func (r *runner) readNext(br pgx.BatchResults, id int64) *Message {
+	m := &Message{ID: id, loaded: true, Tx: br.Tx()}
+	_, err := br.Exec()
+	if err == nil {
+		err = m.scan(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.rollback(m)
+		return nil
+	}
+	return m
+}
+
+// rollback ends m's transaction if one is still open on the connection.
+// After a cancellation the connection may be gone, so the rollback gets a
+// context of its own.
+func (r *runner) rollback(m *Message) {
+	if m == nil || m.Tx == nil || r.conn == nil || r.conn.IsClosed() || r.conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.Tx.Rollback(ctx)
+}
+
+// dropNext rolls back the transaction opened for a message that was not
+// served.
+func (r *runner) dropNext() {
+	if m := r.next; m != nil {
+		r.next = nil
+		r.rollback(m)
+	}
+}
