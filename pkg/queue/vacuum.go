@@ -41,7 +41,7 @@ func (db *DB) Vacuum(ctx context.Context, table string) error {
 	if !slices.Contains(Vacuumed, table) {
 		return fmt.Errorf("vacuum %s: not one of pepsi's tables", table)
 	}
-	if _, err := db.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) "+table); err != nil {
+	if _, err := db.pool.Exec(ctx, "VACUUM (SKIP_LOCKED, TRUNCATE false) "+table); err != nil {
 		return fmt.Errorf("vacuum %s: %w", table, err)
 	}
 	return nil
