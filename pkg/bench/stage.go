@@ -28,7 +28,8 @@ const ProfileEnv = "PEPSI_BENCH_CPUPROFILE"
 // stage that "pepsi bench stage" runs.
 type StageOptions struct {
 	// Mode InTransaction: each message's pass runs one single-row UPDATE
-	// of bench.work in the message's transaction, then the transition.
+	// of bench.work in the message's transaction (queued with
+	// Message.Queue: it goes out with the transition and COMMIT).
 	// Mode OnStatusLine: no database work; the transition is answered on
 	// the status line.
 	Mode    worker.Mode
@@ -82,9 +83,8 @@ func Stage(ctx context.Context, o StageOptions) error {
 				}
 				made = true
 			}
-			if _, err := m.Tx.Exec(ctx, workSQL, slot); err != nil {
-				return worker.Move{}, err
-			}
+			// Its result is not needed: it goes out with the move.
+			m.Queue(workSQL, slot)
 			return out, nil
 		}
 	}

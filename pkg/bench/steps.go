@@ -19,7 +19,7 @@ import (
 
 // The issue's targets.
 const (
-	targetCommitRatio = 0.90   // commit pipeline passes/s, of the commit ceiling
+	targetCommitRatio = 0.60   // commit pipeline passes/s, of the commit ceiling (issue 12; 0.9 before)
 	targetPasses      = 30_000 // status-line pipeline, passes/s
 	targetWakeP50     = 2 * time.Millisecond
 	targetWakeP99     = 10 * time.Millisecond
@@ -166,7 +166,7 @@ func (b *bench) commitPipeline(ctx context.Context) error {
 	rep.add(Figure{Key: "commit.messages", Name: name + ": messages", Value: passes / k, Unit: "msg/s",
 		Ceiling: b.ceilingC / k, Of: fmt.Sprintf("commit ceiling at %d connections ÷ %d stages", c, len(p.stages)), Load: r.load})
 	f := Figure{Key: "commit.passes", Name: name + ": stage passes", Value: passes, Unit: "passes/s",
-		Ceiling: b.ceilingC, Of: fmt.Sprintf("commit ceiling at %d connections", c), Target: "≥ 0.90", Load: r.load}
+		Ceiling: b.ceilingC, Of: fmt.Sprintf("commit ceiling at %d connections", c), Target: fmt.Sprintf("≥ %.2f", targetCommitRatio), Load: r.load}
 	if b.ceilingC > 0 {
 		f.Met = atLeast(passes/b.ceilingC, targetCommitRatio)
 	}

@@ -58,18 +58,29 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 	nextID, chain := peek()
 	if chain {
 		// The batch begins the next message's transaction, so that pgx
-		// hands back a Tx for it; the move and COMMIT go ahead of that
-		// BEGIN. Results come back in order: the move's, COMMIT's, then
+		// hands back a Tx for it; the stage's queued statements, the
+		// move and COMMIT go ahead of that BEGIN. Results come back in
+		// order: the queued statements', the move's, COMMIT's, then
 		// BEGIN's and the read's.
 		b.BeginTx(r.txo)
-		b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: sql, Arguments: args}, {SQL: commit}}, b.QueuedQueries...)
+		begin := b.QueuedQueries
+		b.QueuedQueries = append(m.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args}, &pgx.QueuedQuery{SQL: commit})
+		b.QueuedQueries = append(b.QueuedQueries, begin...)
 		b.Queue(lockSQL, nextID)
 	} else {
+		b.QueuedQueries = m.queued
 		b.Queue(sql, args...)
 		b.Queue(commit)
 	}
 	br := r.conn.SendBatch(ctx, b)
-	_, err = br.Exec()
+	for range m.queued {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		var tag pgconn.CommandTag
 		if tag, err = br.Exec(); err == nil && tag.String() == "ROLLBACK" {

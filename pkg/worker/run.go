@@ -478,6 +478,9 @@ func (r *runner) answerPass(ctx context.Context, id int64) (protocol.Status, err
 	if err != nil {
 		return protocol.Status{}, err
 	}
+	if len(m.queued) > 0 {
+		return protocol.Status{}, errors.New("statements queued with Message.Queue need the pass's transaction (the default mode, not OnStatusLine)")
+	}
 	if err := checkFused(m.fused); err != nil {
 		return protocol.Status{}, err
 	}

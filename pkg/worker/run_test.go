@@ -572,6 +572,23 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// traced connects with a tracer that counts what the connection sends.
+func (f *fixture) traced() (*pgx.Conn, *roundTrips) {
+	f.t.Helper()
+	cfg, err := pgx.ParseConfig(f.dsn)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	trips := &roundTrips{}
+	cfg.Tracer = trips
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn, trips
+}
+
 // TestRunChainsReads: ids that arrive together cost one batch each, the
 // next message's BEGIN and read going out with the last one's COMMIT;
 // a message the chained read finds not running, and a pass that fails
@@ -583,17 +600,7 @@ func TestRunChainsReads(t *testing.T) {
 	for _, id := range ids {
 		in.WriteString(itoa(id) + "\n")
 	}
-	cfg, err := pgx.ParseConfig(f.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trips := &roundTrips{}
-	cfg.Tracer = trips
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn, trips := f.traced()
 	opts := f.opts(strings.NewReader(in.String()), &bytes.Buffer{})
 	opts.Conn = conn
 	var out bytes.Buffer
@@ -622,5 +629,66 @@ func TestRunChainsReads(t *testing.T) {
 	}
 	if conn.PgConn().TxStatus() != 'I' {
 		t.Errorf("Run left a transaction open on the caller's connection (status %c)", conn.PgConn().TxStatus())
+	}
+}
+
+// TestRunQueue: statements queued with Message.Queue run after the stage
+// function, in order, in the pass's transaction and in the move's round
+// trip; one that fails fails the pass, rolled back whole; in
+// OnStatusLine mode a queued statement fails the pass.
+func TestRunQueue(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("ok", "ok", "bad", "ok")
+	queued := func(_ context.Context, m *worker.Message) (worker.Move, error) {
+		m.Queue("INSERT INTO side VALUES ($1)", m.ID)
+		if string(m.Payload) == "bad" {
+			m.Queue("INSERT INTO side VALUES ($1, 'no such column')", m.ID)
+		}
+		m.Queue("UPDATE side SET id = -id WHERE id = $1", m.ID) // after the INSERT
+		return worker.Advance("b"), nil
+	}
+	var in strings.Builder
+	for _, id := range ids {
+		in.WriteString(itoa(id) + "\n")
+	}
+	conn, trips := f.traced()
+	var out bytes.Buffer
+	opts := f.opts(strings.NewReader(in.String()), &out)
+	opts.Conn = conn
+	if err := worker.Run(context.Background(), queued, opts); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 4 || lines[0] != "0" || lines[1] != "0" || !strings.HasPrefix(lines[2], "1 # ") || lines[3] != "0" {
+		t.Errorf("status lines %q, want 0, 0, an error, 0", out.String())
+	}
+	for i, id := range ids {
+		status, stage, _, _ := f.row(id)
+		wantStage, wantSide := "b", int64(1)
+		if i == 2 {
+			wantStage, wantSide = "a", 0
+		}
+		if status != "running" || stage != wantStage {
+			t.Errorf("message %d: %s at %s, want running at %s", id, status, stage, wantStage)
+		}
+		if n := f.sideEffects(-id); n != wantSide {
+			t.Errorf("message %d: %d side effects (negated by the second queued statement), want %d", id, n, wantSide)
+		}
+	}
+	// The first read, one batch per pass, and the read of the message
+	// after the failed pass again (the server skipped it): six.
+	if trips.batches != 6 || trips.queries != 1 {
+		t.Errorf("%d batches and %d lone statements, want 6 and 1 (the ROLLBACK)", trips.batches, trips.queries)
+	}
+
+	ids = f.running("ok")
+	out.Reset()
+	opts = f.opts(strings.NewReader(itoa(ids[0])+"\n"), &out)
+	opts.Mode = worker.OnStatusLine
+	if err := worker.Run(context.Background(), queued, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "1 # statements queued with Message.Queue need the pass's transaction") {
+		t.Errorf("OnStatusLine with a queued statement answered %q", out.String())
 	}
 }

@@ -105,8 +105,9 @@ type Message struct {
 	Tx pgx.Tx
 
 	fused  []protocol.Fused
-	r      *runner // OnStatusLine: for Load and Fail
-	loaded bool    // the fields above are read from the rows
+	queued []*pgx.QueuedQuery // Queue's statements
+	r      *runner            // OnStatusLine: for Load and Fail
+	loaded bool               // the fields above are read from the rows
 }
 
 // messageSQL reads a message's queue row and message row.
@@ -187,6 +188,16 @@ func (m *Message) Header(key string) string {
 // protocol.CheckStage refuses makes the pass fail.
 func (m *Message) Fused(stage string, d time.Duration) {
 	m.fused = append(m.fused, protocol.Fused{Stage: stage, Seconds: max(d.Seconds(), 0)})
+}
+
+// Queue adds a statement to the pass's transaction whose result the stage
+// does not need: it runs after the stage function returns, in the order
+// queued, and goes out with the move and COMMIT in one round trip, where
+// m.Tx.Exec would cost one of its own. An error in it fails the pass,
+// rolled back whole. Only in the default mode (InTransaction); in
+// OnStatusLine mode a queued statement makes the pass fail.
+func (m *Message) Queue(sql string, args ...any) {
+	m.queued = append(m.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 }
 
 type moveKind int
