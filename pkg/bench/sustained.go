@@ -13,9 +13,7 @@ import (
 const (
 	sustainedRetention = "60"   // RETENTION of its dispatcher, seconds
 	sustainedBacklog   = 20_000 // pending messages at the first stage the feed keeps at least
-	sustainedBatch     = 10_000 // messages a feed tops up with in the first minute
-	sustainedChunk     = 100    // the fewest messages the fixed feed enqueues at once
-	sustainedFeed      = 0.9    // the fixed feed, of the first minute's throughput
+	sustainedBatch     = 10_000 // messages a feed tops up with
 	sustainedClaim     = 48     // rows the timed claim takes at the first stage
 	targetSustained    = 0.9    // last minute's throughput ÷ the second minute's, at least
 )
@@ -34,8 +32,8 @@ type minute struct {
 // on where in a tooth the minute ends; its peak over the minute does not.
 const sizeEvery = time.Second
 
-// sustained feeds a 3-stage status-line pipeline at its peak (see feeder)
-// for SustainedTime with RETENTION = 1 minute, and
+// sustained feeds a 3-stage status-line pipeline at its peak (the first
+// stage never runs dry) for SustainedTime with RETENTION = 1 minute, and
 // reports each minute's throughput, pepsi's table and index sizes at the
 // end of each minute, and the claim's time at the end against the start.
 func (b *bench) sustained(ctx context.Context) error {
@@ -75,12 +73,11 @@ func (b *bench) sustained(ctx context.Context) error {
 	next := time.Now().Add(time.Minute)
 	var peak int64
 	nextSize := time.Now()
-	var f feeder
 	for len(got) < mins {
 		if err := d.alive(); err != nil {
 			return err
 		}
-		if err := f.feed(ctx, b); err != nil {
+		if err := b.feedTo(ctx, sustainedBacklog); err != nil {
 			return err
 		}
 		if now := time.Now(); !now.Before(nextSize) {
@@ -106,9 +103,6 @@ func (b *bench) sustained(ctx context.Context) error {
 			return err
 		}
 		got = append(got, minute{done: done - last, sizes: sizes, peak: max(peak, total(sizes))})
-		if len(got) == 1 {
-			f.fix(sustainedFeed * float64(done-last) / 60)
-		}
 		last, peak = done, 0
 		b.progress("sustained: minute %d: %s msg/s, pepsi's tables %s (at most %s)", len(got), num(float64(got[len(got)-1].done)/60),
 			mb(total(sizes)), mb(got[len(got)-1].peak))
@@ -132,8 +126,6 @@ func (b *bench) sustained(ctx context.Context) error {
 		}
 		rep.add(f)
 	}
-	rep.note("sustained: minute 1 kept %d messages pending at the first stage; minutes 2 to %d were fed %s msg/s, %.1f of minute 1's throughput",
-		sustainedBacklog, len(got), num(f.rate), sustainedFeed)
 	for i, m := range got {
 		rep.note("sustained, minute %d: at most %s; at its end %s", i+1, mb(m.peak), sizeLine(m.sizes))
 	}
@@ -148,42 +140,6 @@ func (b *bench) sustained(ctx context.Context) error {
 	rep.add(Figure{Key: "sustained.claim", Name: fmt.Sprintf("sustained pipeline: claim of %d at the first stage at the end, median of 20, no dispatcher running", sustainedClaim), Value: ms(claimEnd), Unit: "ms",
 		Ceiling: ms(claimStart), Of: "the same claim at the start"})
 	return b.reset(ctx)
-}
-
-// feeder feeds the sustained step's pipeline: in the first minute it
-// keeps a backlog at the first stage, so that the pipeline runs at its
-// peak; from then on it enqueues at a fixed rate, nine tenths of the
-// first minute's throughput. Fed so, the pipeline passes the same number
-// of messages each minute while it keeps up, and RETENTION keeps the
-// same number of them: what pepsi's tables take then says what the
-// messages that have passed cost, not how fast the last minute happened
-// to run. Fed at the peak itself, every minute this machine ran a little
-// slower built a backlog, and the tables kept its high-water mark.
-type feeder struct {
-	rate  float64   // messages a second; 0 in the first minute
-	since time.Time // when the fixed feed started
-	fed   int       // messages enqueued since
-}
-
-// fix starts the fixed feed at rate messages a second.
-func (f *feeder) fix(rate float64) {
-	f.rate, f.since, f.fed = rate, time.Now(), 0
-}
-
-// feed enqueues what is due.
-func (f *feeder) feed(ctx context.Context, b *bench) error {
-	if f.rate == 0 {
-		return b.feedTo(ctx, sustainedBacklog)
-	}
-	due := int(f.rate*time.Since(f.since).Seconds()) - f.fed
-	if due < sustainedChunk {
-		return nil
-	}
-	if _, err := b.enqueueBatch(ctx, due); err != nil {
-		return err
-	}
-	f.fed += due
-	return nil
 }
 
 // feedTo enqueues at the first stage while fewer than n are pending there.
