@@ -554,6 +554,7 @@ func TestConnectMode(t *testing.T) {
 type roundTrips struct {
 	mu               sync.Mutex
 	batches, queries int
+	afterBatch       func(n int) // called at the end of the nth batch
 }
 
 func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -570,7 +571,14 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	return ctx
 }
 func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	c.mu.Lock()
+	n, fn := c.batches, c.afterBatch
+	c.mu.Unlock()
+	if fn != nil {
+		fn(n)
+	}
+}
 
 // traced connects with a tracer that counts what the connection sends.
 func (f *fixture) traced() (*pgx.Conn, *roundTrips) {
@@ -690,5 +698,46 @@ func TestRunQueue(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "1 # statements queued with Message.Queue need the pass's transaction") {
 		t.Errorf("OnStatusLine with a queued statement answered %q", out.String())
+	}
+}
+
+// TestRunCancelChained: Run cancelled after a COMMIT that also began the
+// next message's transaction rolls that transaction back, on a
+// connection that is the caller's and stays open.
+func TestRunCancelChained(t *testing.T) {
+	f := newFixture(t)
+	ids := f.running("advance", "advance", "advance")
+	conn, trips := f.traced()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Batch 1 reads message 1; batch 2 commits it and reads message 2.
+	trips.afterBatch = func(n int) {
+		if n == 2 {
+			cancel()
+		}
+	}
+	var out bytes.Buffer
+	opts := f.opts(strings.NewReader(itoa(ids[0])+"\n"+itoa(ids[1])+"\n"+itoa(ids[2])+"\n"), &out)
+	opts.Conn = conn
+	if err := worker.Run(ctx, byPayload, opts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	if out.String() != "0\n" {
+		t.Errorf("answered %q, want message 1's 0 alone", out.String())
+	}
+	if st := conn.PgConn().TxStatus(); st != 'I' {
+		t.Errorf("Run left a transaction open on the caller's connection (status %c)", st)
+	}
+	// Message 2 is not locked: another session takes its row at once.
+	var stage string
+	err := f.db.Pool.QueryRow(context.Background(),
+		"SELECT stage FROM pepsi.state_live WHERE id = $1 FOR UPDATE NOWAIT", ids[1]).Scan(&stage)
+	if err != nil || stage != "a" {
+		t.Errorf("message 2 after the cancel: stage %q, %v; want at a and unlocked", stage, err)
+	}
+	for i, want := range []string{"b", "a", "a"} {
+		if status, stage, _, _ := f.row(ids[i]); status != "running" || stage != want {
+			t.Errorf("message %d: %s at %s, want running at %s", i+1, status, stage, want)
+		}
 	}
 }
