@@ -30,13 +30,12 @@ import (
 
 var next = flag.String("next", "", "advance messages to `STAGE` (default: finish them)")
 
-func stage(ctx context.Context, m *worker.Message) (worker.Move, error) {
-	_, err := m.Tx.Exec(ctx,
-		"UPDATE pepsi.message SET headers = headers || jsonb_build_object($2::text, 'go') WHERE id = $1",
+func stage(_ context.Context, m *worker.Message) (worker.Move, error) {
+	// Its result is not needed: it goes out with the move and COMMIT, in
+	// one round trip. Should it fail, the pass is rolled back and the
+	// message fails with its error.
+	m.Queue("UPDATE pepsi.message SET headers = headers || jsonb_build_object($2::text, 'go') WHERE id = $1",
 		m.ID, m.Stage)
-	if err != nil {
-		return worker.Move{}, err // rolled back; the message fails with this error
-	}
 	switch {
 	case len(m.Payload) == 0:
 		return worker.Fail("empty payload"), nil
