@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,8 +12,31 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
-// lockSQL reads a message's rows and locks its queue row.
-const lockSQL = messageSQL + " FOR UPDATE OF s"
+// lockSQL reads a running message's rows and locks its queue row. Only
+// pepsi.state_live holds unfinished messages: through pepsi.state the
+// read would probe every range of done rows as well. A message it does
+// not find is looked for in pepsi.state (explain).
+const lockSQL = `
+		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
+		  FROM pepsi.state_live s JOIN pepsi.message m ON m.id = s.id
+		 WHERE s.id = $1 FOR UPDATE OF s`
+
+// explainSQL finds a message that is not in pepsi.state_live.
+const explainSQL = `SELECT status, stage FROM pepsi.state WHERE id = $1`
+
+// explain says why message m, which lockSQL did not find, is not served:
+// it is finished or does not exist.
+func (m *Message) explain(ctx context.Context) error {
+	var status, stage string
+	err := m.Tx.QueryRow(ctx, explainSQL, m.ID).Scan(&status, &stage)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && status == "running": // no message row
+		return fmt.Errorf("message %d %w", m.ID, errNoMessage)
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("message %d is not running (it is %s at stage %s)", m.ID, status, stage)
+}
 
 // pass runs fn for message id in a transaction and commits its move.
 //
@@ -126,6 +150,9 @@ func (r *runner) begin(ctx context.Context, id int64) (*Message, error) {
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if errors.Is(err, errNoMessage) {
+		err = m.explain(ctx)
 	}
 	return m, err
 }

@@ -116,6 +116,9 @@ const messageSQL = `
 		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id
 		 WHERE s.id = $1`
 
+// errNoMessage says that a message's rows were not found.
+var errNoMessage = errors.New("does not exist")
+
 // read fills m from its rows (lock: a locking clause or "") and checks
 // that the message is running.
 func (m *Message) read(ctx context.Context, q interface {
@@ -130,7 +133,7 @@ func (m *Message) scan(row pgx.Row) error {
 	var status string
 	err := row.Scan(&m.Stage, &status, &m.Attempts, &m.CreatedAt, &m.Headers, &m.Payload)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("message %d does not exist", m.ID)
+		return fmt.Errorf("message %d %w", m.ID, errNoMessage)
 	}
 	if err != nil {
 		return err
