@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,31 +11,8 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
-// lockSQL reads a running message's rows and locks its queue row. Only
-// pepsi.state_live holds unfinished messages: through pepsi.state the
-// read would probe every range of done rows as well. A message it does
-// not find is looked for in pepsi.state (explain).
-const lockSQL = `
-		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
-		  FROM pepsi.state_live s JOIN pepsi.message m ON m.id = s.id
-		 WHERE s.id = $1 FOR UPDATE OF s`
-
-// explainSQL finds a message that is not in pepsi.state_live.
-const explainSQL = `SELECT status, stage FROM pepsi.state WHERE id = $1`
-
-// explain says why message m, which lockSQL did not find, is not served:
-// it is finished or does not exist.
-func (m *Message) explain(ctx context.Context) error {
-	var status, stage string
-	err := m.Tx.QueryRow(ctx, explainSQL, m.ID).Scan(&status, &stage)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows), err == nil && status == "running": // no message row
-		return fmt.Errorf("message %d %w", m.ID, errNoMessage)
-	case err != nil:
-		return err
-	}
-	return fmt.Errorf("message %d is not running (it is %s at stage %s)", m.ID, status, stage)
-}
+// lockSQL reads a running message's rows and locks its queue row.
+const lockSQL = messageSQL + " FOR UPDATE OF s"
 
 // pass runs fn for message id in a transaction and commits its move.
 //
@@ -152,7 +128,7 @@ func (r *runner) begin(ctx context.Context, id int64) (*Message, error) {
 		err = cerr
 	}
 	if errors.Is(err, errNoMessage) {
-		err = m.explain(ctx)
+		err = m.explain(ctx, m.Tx)
 	}
 	return m, err
 }

@@ -110,21 +110,48 @@ type Message struct {
 	loaded bool               // the fields above are read from the rows
 }
 
-// messageSQL reads a message's queue row and message row.
+// messageSQL reads a running message's queue row and message row. Only
+// pepsi.state_live holds unfinished messages: through pepsi.state the read
+// by id would probe every range of done rows as well. A message it does
+// not find is looked up in pepsi.state (explain).
 const messageSQL = `
 		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
-		  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id
+		  FROM pepsi.state_live s JOIN pepsi.message m ON m.id = s.id
 		 WHERE s.id = $1`
+
+// explainSQL finds a message that is not in pepsi.state_live.
+const explainSQL = `SELECT status, stage FROM pepsi.state WHERE id = $1`
 
 // errNoMessage says that a message's rows were not found.
 var errNoMessage = errors.New("does not exist")
 
+// queryer is what read and explain query with: a connection or a Tx.
+type queryer interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
 // read fills m from its rows (lock: a locking clause or "") and checks
 // that the message is running.
-func (m *Message) read(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, lock string) error {
-	return m.scan(q.QueryRow(ctx, messageSQL+lock, m.ID))
+func (m *Message) read(ctx context.Context, q queryer, lock string) error {
+	err := m.scan(q.QueryRow(ctx, messageSQL+lock, m.ID))
+	if errors.Is(err, errNoMessage) {
+		return m.explain(ctx, q)
+	}
+	return err
+}
+
+// explain says why message m, which messageSQL did not find, is not
+// served: it is finished, or it does not exist.
+func (m *Message) explain(ctx context.Context, q queryer) error {
+	var status, stage string
+	err := q.QueryRow(ctx, explainSQL, m.ID).Scan(&status, &stage)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && status == "running": // no message row
+		return fmt.Errorf("message %d %w", m.ID, errNoMessage)
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("message %d is not running (it is %s at stage %s)", m.ID, status, stage)
 }
 
 // scan fills m from row, messageSQL's, and checks that the message is
