@@ -156,12 +156,16 @@ func (q queueRows) waiting(ctx context.Context, b *strings.Builder) {
 	}
 }
 
+// UnsettledSQL counts the messages not yet done or failed: in pepsi.state,
+// or enqueued by pepsi.enqueue() and not admitted yet.
+const UnsettledSQL = `SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed'))
+     + (SELECT count(*) FROM pepsi.ingress)`
+
 // WaitSettled waits until every message is done or failed.
 func (s *Site) WaitSettled(timeout time.Duration, logs ...fmt.Stringer) {
 	s.T.Helper()
 	s.WaitFor("every message done or failed", timeout, func() bool {
-		return s.Int64(`SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed'))
-		                     + (SELECT count(*) FROM pepsi.ingress)`) == 0
+		return s.Int64(UnsettledSQL) == 0
 	}, logs...)
 }
 

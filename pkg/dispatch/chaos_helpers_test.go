@@ -176,7 +176,7 @@ func (b *bundle) waitLog(s string, n int, timeout time.Duration) {
 func (b *bundle) waitSettledTolerant(timeout time.Duration) {
 	b.t.Helper()
 	b.waitFor("every message done or failed", timeout, func() bool {
-		n, err := b.try64("SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed')) + (SELECT count(*) FROM pepsi.ingress)")
+		n, err := b.try64(testkit.UnsettledSQL)
 		return err == nil && n == 0
 	})
 }
