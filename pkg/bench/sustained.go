@@ -211,25 +211,29 @@ func total(sizes map[string]int64) int64 {
 
 // sizeLine says pepsi's total and its largest tables and indexes, the
 // ranges of done rows (pepsi.state_done's partitions, with their indexes)
-// together.
+// together, and so the ranges of messages (pepsi.message's).
 func sizeLine(sizes map[string]int64) string {
 	parts := []string{"all " + mb(total(sizes))}
-	for _, name := range []string{"state_live", "state_live_pkey", "state_pending", "message", "message_pkey"} {
+	for _, name := range []string{"state_live", "state_live_pkey", "state_pending"} {
 		if n, ok := sizes[name]; ok {
 			parts = append(parts, name+" "+mb(n))
 		}
 	}
-	var done int64
-	ranges := 0
-	for name, n := range sizes {
-		if strings.HasPrefix(name, "state_done_") {
-			done += n
-			if !strings.HasSuffix(name, "_idx") {
-				ranges++
+	for _, p := range []struct{ prefix, index, what string }{
+		{"state_done_", "_idx", "state_done"}, {"message_", "_pkey", "message"},
+	} {
+		var sum int64
+		count := 0
+		for name, n := range sizes {
+			if strings.HasPrefix(name, p.prefix) {
+				sum += n
+				if !strings.HasSuffix(name, p.index) {
+					count++
+				}
 			}
 		}
+		parts = append(parts, fmt.Sprintf("%s %s in %d partitions", p.what, mb(sum), count))
 	}
-	parts = append(parts, fmt.Sprintf("state_done %s in %d partitions", mb(done), ranges))
 	return strings.Join(parts, ", ")
 }
 

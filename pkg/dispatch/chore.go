@@ -19,6 +19,7 @@ type chore struct {
 	after  queue.ExpireAt // expire: where the step starts
 	keep   time.Duration  // expire: delete done rows older than this (RETENTION)
 	width  time.Duration  // expire: the span of each range of done rows
+	ids    int64          // expire: the ids of each range of messages (0: as the last one)
 	stages []queue.StageStats
 	global queue.DispatchStats // flush: the deltas to add
 	final  bool                // the last chore before the dispatcher stops
@@ -30,6 +31,9 @@ type chore struct {
 	more    bool           // expire: a next step has work
 	expired int64          // expire: rows deleted
 	ranges  int            // expire: ranges of done rows created
+	seq     int64          // expire: the message id sequence's value at the walk's start
+	retired int            // expire: ranges of messages dropped at the walk's end
+	moved   int64          // expire: messages moved out of them
 }
 
 // step is one part of a chore.
@@ -71,9 +75,18 @@ func (c *chore) run(ctx context.Context, db *queue.DB) error {
 			if c.ranges, err = db.DoneAhead(ctx, c.width, doneAhead); err != nil {
 				return err
 			}
+			if _, c.seq, err = db.MessageAhead(ctx, c.ids, messageAhead); err != nil {
+				return err
+			}
 		}
 		if c.last, c.expired, c.more, err = db.ExpireDone(ctx, c.after, c.keep, expireBatch); err != nil {
 			return err
+		}
+		if !c.more {
+			// The walk's end: the ranges of messages it emptied go.
+			if c.retired, c.moved, err = db.RetireMessages(ctx, retireLeft, retireMost); err != nil {
+				return err
+			}
 		}
 		c.did |= stepExpire
 	}
@@ -99,6 +112,19 @@ const expireBatch = 5000
 // sweep keeps created; it runs once a range's span, so a row a settle
 // makes done finds its range made although one sweep failed.
 const doneAhead = 3
+
+// messageAhead is how many ranges of message ids, past the sequence, the
+// retention sweep keeps created; each holds about the ids of one span of
+// done rows (doneWidth), so a sweep that failed leaves two to go.
+const messageAhead = 3
+
+// retireLeft is how many of a range's messages may be unfinished (or
+// retained) when it is retired: they move to the default partition, as a
+// failed message kept until it is purged would otherwise hold its range.
+const retireLeft = 100
+
+// retireMost is how many ranges of messages one sweep retires at most.
+const retireMost = 4
 
 // doneWidth is the span of each range of done rows for a RETENTION of
 // keep: a quarter of it, at least a second, so that a done message is
@@ -158,6 +184,7 @@ func (d *Dispatcher) sweepsDue(c *chore, now time.Time) {
 	if dc.Retention > 0 && (d.expiring || !now.Before(d.nextExpire)) && d.janitor.Load() {
 		c.want |= stepExpire
 		c.after, c.keep, c.width = d.expireAfter, dc.Retention, doneWidth(dc.Retention)
+		c.ids = int64(d.idRate * c.width.Seconds())
 	}
 }
 
@@ -210,6 +237,17 @@ func (d *Dispatcher) expired(c *chore, now time.Time) {
 	if c.ranges > 0 {
 		d.log.Debug("retention: ranges of done messages created", "count", c.ranges, "span", doneWidth(dc.Retention))
 	}
+	if c.after == (queue.ExpireAt{}) {
+		// The walk's start read the id sequence: the ids drawn since the
+		// last one's size the next ranges of messages.
+		if !d.idSeqAt.IsZero() && c.seq >= d.idSeq && now.After(d.idSeqAt) {
+			d.idRate, d.idRated = float64(c.seq-d.idSeq)/now.Sub(d.idSeqAt).Seconds(), true
+		}
+		d.idSeq, d.idSeqAt = c.seq, now
+	}
+	if c.retired > 0 {
+		d.log.Debug("retention: ranges of messages dropped", "count", c.retired, "moved", c.moved)
+	}
 	d.expiredRows += c.expired
 	if c.expired > 0 {
 		d.tally.global.Expired += c.expired
@@ -223,6 +261,10 @@ func (d *Dispatcher) expired(c *chore, now time.Time) {
 	}
 	d.expiredRows = 0
 	d.nextExpire = now.Add(min(doneWidth(dc.Retention), time.Hour))
+	if !d.idRated {
+		// A second walk soon measures the rate the first could not.
+		d.nextExpire = now.Add(min(doneWidth(dc.Retention), time.Second))
+	}
 }
 
 // held appends to ids the ids this dispatcher has claimed and not yet

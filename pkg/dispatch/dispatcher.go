@@ -116,6 +116,10 @@ type sweeps struct {
 	expiring    bool           // a retention sweep is walking the table
 	expireAfter queue.ExpireAt // where it goes on
 	expiredRows int64          // what it deleted so far
+	idSeq       int64          // the message id sequence at the last sweep's start
+	idSeqAt     time.Time      // when that was read
+	idRate      float64        // ids drawn a second between the last two sweeps
+	idRated     bool           // idRate was measured
 }
 
 // stopState is how far a stop has come.

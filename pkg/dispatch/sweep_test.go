@@ -59,10 +59,22 @@ func TestRetention(t *testing.T) {
 
 // TestVacuumSweep: the churn of a pipeline leaves dead row versions in
 // pepsi.state_live, and deleted messages (what the retention sweep does) in
-// pepsi.message; the dispatcher vacuums both itself (the test server runs
-// with autovacuum off, as this machine's does) and says so at debug.
+// pepsi.message_default; the dispatcher vacuums both itself (the test
+// server runs with autovacuum off, as this machine's does) and says so at
+// debug. The ranges of message ids are dropped first, so that the messages
+// go to the default partition, as they do when no range is ahead.
 func TestVacuumSweep(t *testing.T) {
 	b := setup(t, fast+"\nVACUUM_INTERVAL = 0.2", "work\nPARALLELISM = 2\nQUEUE_LIMIT = 8")
+	if _, err := b.db.Pool.Exec(context.Background(), `DO $$
+		DECLARE r record;
+		BEGIN
+		    FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		              WHERE i.inhparent = 'pepsi.message'::regclass AND c.relname <> 'message_default' LOOP
+		        EXECUTE format('DROP TABLE pepsi.%I', r.relname);
+		    END LOOP;
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
 	b.enqueue("work", make([]string, 1500)...)
 	b.start()
 	b.waitSettled(3 * time.Minute)
@@ -72,24 +84,79 @@ func TestVacuumSweep(t *testing.T) {
 	b.waitFor("the vacuum logged", time.Minute, func() bool {
 		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.state_live"`)
 	})
-	if n := b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message'::regclass"); n != 0 {
-		t.Fatalf("pepsi.message vacuumed %d times before anything was deleted from it", n)
+	if n := b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message_default'::regclass"); n != 0 {
+		t.Fatalf("pepsi.message_default vacuumed %d times before anything was deleted from it", n)
 	}
 	// 1 200 messages go as the retention sweep takes them: rows and state.
 	if _, err := b.db.Pool.Exec(context.Background(), `WITH d AS (DELETE FROM pepsi.message WHERE id IN
 		(SELECT id FROM pepsi.message ORDER BY id LIMIT 1200) RETURNING id) DELETE FROM pepsi.state WHERE id IN (SELECT id FROM d)`); err != nil {
 		t.Fatal(err)
 	}
-	b.waitFor("pepsi.message vacuumed by the dispatcher", 2*time.Minute, func() bool {
-		return b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message'::regclass") > 0
+	b.waitFor("pepsi.message_default vacuumed by the dispatcher", 2*time.Minute, func() bool {
+		return b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message_default'::regclass") > 0
 	})
 	b.waitFor("its vacuum logged", time.Minute, func() bool {
-		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.message"`)
+		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.message_default"`)
 	})
 	if err := b.stop(); err != nil {
 		t.Errorf("dispatcher returned %v", err)
 	}
 	// The statistics count the 1 200 deleted by hand: rows only.
+	if !b.site.Check(testkit.RowsOnly) {
+		b.showLogs()
+	}
+}
+
+// TestRetentionMessageRanges: the retention sweep keeps ranges of message
+// ids ahead of the sequence, and drops a range whose ids are all drawn
+// once its done messages have expired, moving the one failed message it
+// still holds to the default partition, where it can be read; nothing
+// else of the range is left.
+func TestRetentionMessageRanges(t *testing.T) {
+	b := setup(t, fast+"\nRETENTION = 2", "work")
+	ctx := context.Background()
+	if _, err := b.db.Pool.Exec(ctx, "SELECT setval('pepsi.message_id_seq', 9600)"); err != nil {
+		t.Fatal(err)
+	}
+	bodies := make([]string, 800) // ids 9601 to 10400: the first range's last 400, the next one's first
+	bodies[0] = "work=fail:kept"
+	ids := b.enqueue("work", bodies...)
+	if ids[0] != 9601 || ids[len(ids)-1] != 10400 {
+		t.Fatalf("ids %d to %d, want 9601 to 10400", ids[0], ids[len(ids)-1])
+	}
+	b.start()
+	b.waitSettled(2 * time.Minute)
+	b.waitFor("the first range of messages dropped", 2*time.Minute, func() bool {
+		return b.int64("SELECT count(*) FROM pg_class WHERE relname = 'message_1_10001'") == 0
+	})
+	b.waitFor("the done messages expired", time.Minute, func() bool {
+		return b.int64("SELECT expired FROM pepsi.dispatch_stats") == 799
+	})
+	var part string
+	if err := b.db.Pool.QueryRow(ctx, "SELECT tableoid::regclass::text FROM pepsi.message WHERE id = $1", ids[0]).Scan(&part); err != nil ||
+		part != "pepsi.message_default" {
+		t.Errorf("the failed message in %s (%v), want the default partition", part, err)
+	}
+	if st, _, _ := b.row(ids[0]); st != "failed" {
+		t.Errorf("the failed message: %s", st)
+	}
+	if n := b.int64("SELECT count(*) FROM pepsi.message"); n != 1 {
+		t.Errorf("%d messages left, want the failed one", n)
+	}
+	// Three ranges ahead of the sequence, the next one's among them.
+	if n := b.int64(`SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'pepsi.message'::regclass AND split_part(c.relname, '_', 2) ~ '^[0-9]+$'
+		  AND split_part(c.relname, '_', 2)::bigint > 10400`); n < 2 {
+		t.Errorf("%d ranges of messages ahead of the sequence", n)
+	}
+	if err := b.stop(); err != nil {
+		t.Errorf("dispatcher returned %v", err)
+	}
+	if !strings.Contains(b.logs.String(), `msg="retention: ranges of messages dropped"`) {
+		t.Error("no debug line for the dropped range")
+	}
+	// The statistics count the expired messages that the rows no longer
+	// show: rows only.
 	if !b.site.Check(testkit.RowsOnly) {
 		b.showLogs()
 	}

@@ -14,15 +14,16 @@ const (
 	vacuumScale = 0.05
 )
 
-// vacuum keeps pepsi.state_live and pepsi.message from bloating until ctx is
-// done: every VACUUM_INTERVAL it reads each table's live and dead row
-// counts and vacuums it when the rule says so. Every stage pass rewrites a
-// queue row twice (settle, claim), and the retention sweep deletes the
-// messages that expire; with the server's autovacuum off, or asleep
-// between its rounds, the dead versions pile up in the heap and in the
-// claim's index walk, and each claim and settle pays for them. It owns no
-// dispatcher state: it only reads the statistics and runs VACUUM on a
-// pool connection of its own.
+// vacuum keeps pepsi.state_live, pepsi.message_default and pepsi.ingress
+// from bloating until ctx is done: every VACUUM_INTERVAL it reads each
+// table's live and dead row counts and vacuums it when the rule says so.
+// Every stage pass rewrites a queue row twice (settle, claim), and the
+// retention sweep deletes the messages that expire from the default
+// partition; with the server's autovacuum off, or asleep between its
+// rounds, the dead versions pile up in the heap and in the claim's index
+// walk, and each claim and settle pays for them. It owns no dispatcher
+// state: it only reads the statistics and runs VACUUM on a pool
+// connection of its own.
 func (d *Dispatcher) vacuum(ctx context.Context, db *queue.DB, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -61,3 +61,31 @@ func (db *DB) DoneAhead(ctx context.Context, width time.Duration, ahead int) (in
 	})
 	return n, err
 }
+
+// MessageAhead creates the ranges of pepsi.message, width ids each (0:
+// the width of the last one), from the end of the last one to ahead
+// widths past the id sequence, and returns how many it created and the
+// sequence's value. A range it cannot create now (a lock not had within
+// 200 ms) is left to the next call (see pepsi.message_ahead in
+// sql/012_message_ranges.sql).
+func (db *DB) MessageAhead(ctx context.Context, width int64, ahead int) (created int, seq int64, err error) {
+	var w *int64
+	if width > 0 {
+		w = &width
+	}
+	err = retry(ctx, func() error {
+		return db.queryRowFenced(ctx, "SELECT created, seq FROM pepsi.message_ahead($1, $2)", []any{w, ahead}, &created, &seq)
+	})
+	return created, seq, err
+}
+
+// RetireMessages drops the ranges of pepsi.message whose ids have all been
+// drawn and of which at most left are still queued (at most most ranges,
+// oldest first), moving those few messages to the default partition, and
+// returns how many ranges it dropped and messages it moved.
+func (db *DB) RetireMessages(ctx context.Context, left, most int) (dropped int, moved int64, err error) {
+	err = retry(ctx, func() error {
+		return db.queryRowFenced(ctx, "SELECT dropped, moved FROM pepsi.message_retire($1, $2)", []any{left, most}, &dropped, &moved)
+	})
+	return dropped, moved, err
+}
