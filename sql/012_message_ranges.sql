@@ -201,5 +201,19 @@ BEGIN
     END LOOP;
 END $$;
 
+-- pepsi.message_row returns message p_id (no row when there is none):
+-- what a stage reads, joined to its queue row. A prepared statement that
+-- names the partitioned table is planned afresh at every execution
+-- (PostgreSQL prefers a custom plan, which prunes the ranges, to a generic
+-- one, which costs them all): pgbench, one client, a stage's read of its
+-- message joined with pepsi.message, 10 200 reads/s, with this function
+-- 15 700, against 17 500 for a table of one partition. Its own query keeps
+-- one generic plan, pruned as it runs.
+CREATE FUNCTION pepsi.message_row(p_id bigint) RETURNS SETOF pepsi.message
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM pepsi.message m WHERE m.id = p_id;
+END $$;
+
 -- The first ranges, ahead of the sequence.
 SELECT pepsi.message_ahead(10000, 3);

@@ -50,7 +50,7 @@ def handle(conn, stage, next_stage, msg_id):
         with conn.cursor() as cur:
             cur.execute(
                 """SELECT m.payload, s.attempts
-                     FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id
+                     FROM pepsi.state s, pepsi.message_row(s.id) m
                     WHERE s.id = %s AND s.status = 'running'
                       FOR UPDATE OF s""",
                 (msg_id,),

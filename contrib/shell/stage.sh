@@ -49,7 +49,7 @@ pass='
 BEGIN;
 SELECT m.payload = $$$$ AS empty,
        (m.payload = $$retry$$ AND s.attempts = 1) AS retry
-  FROM pepsi.state s JOIN pepsi.message m ON m.id = s.id
+  FROM pepsi.state s, pepsi.message_row(s.id) m
  WHERE s.id = :id AND s.status = $$running$$
    FOR UPDATE OF s
 \gset

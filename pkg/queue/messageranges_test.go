@@ -105,6 +105,13 @@ func TestMessageRanges(t *testing.T) {
 			t.Errorf("message %d in %s, want the default partition", id, p)
 		}
 	}
+	// pepsi.message_row reads them there, and nothing for one deleted.
+	if n := count(t, db, "SELECT count(*) FROM pepsi.message_row($1)", ids[3]); n != 1 {
+		t.Errorf("pepsi.message_row(%d): %d rows, want 1", ids[3], n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.message_row($1)", ids[0]); n != 0 {
+		t.Errorf("pepsi.message_row(%d) of a deleted message: %d rows", ids[0], n)
+	}
 	c, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 10}}, nil)
 	if err != nil || len(c) != 2 {
 		t.Fatalf("claim of the moved messages: %+v, %v", c, err)

@@ -112,11 +112,13 @@ type Message struct {
 
 // messageSQL reads a running message's queue row and message row. Only
 // pepsi.state_live holds unfinished messages: through pepsi.state the read
-// by id would probe every range of done rows as well. A message it does
-// not find is looked up in pepsi.state (explain).
+// by id would probe every range of done rows as well. The message comes
+// through pepsi.message_row, whose plan is kept: a statement naming the
+// partitioned pepsi.message would be planned at each pass. A message it
+// does not find is looked up in pepsi.state (explain).
 const messageSQL = `
 		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
-		  FROM pepsi.state_live s JOIN pepsi.message m ON m.id = s.id
+		  FROM pepsi.state_live s, pepsi.message_row(s.id) m
 		 WHERE s.id = $1`
 
 // explainSQL finds a message that is not in pepsi.state_live.
