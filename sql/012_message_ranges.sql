@@ -27,6 +27,11 @@
 -- (PostgreSQL 15): pepsi.message_id_seq becomes a plain sequence, the same
 -- name, value and grants.
 --
+-- A dispatcher of an earlier version creates no ranges (the messages go
+-- to the default partition, as to the table before) and its vacuum sweep
+-- fails on pepsi.message (a partitioned table has no statistics of its
+-- own): restart every dispatcher with this version after migrating.
+--
 -- On a populated database the table as it is becomes the first range
 -- (one scan checks its ids), empty ranges are created ahead of the
 -- sequence, and its messages expire row by row as before: milliseconds
@@ -213,6 +218,65 @@ CREATE FUNCTION pepsi.message_row(p_id bigint) RETURNS SETOF pepsi.message
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     RETURN QUERY SELECT * FROM pepsi.message m WHERE m.id = p_id;
+END $$;
+
+-- pepsi.expire_done (009) as before, but for the bounds of the ids whose
+-- messages it deletes: without them each range of pepsi.message was
+-- searched for every id of the batch (5 000 ids, 13 ranges: 47 ms, and
+-- 30 ms of planning, against 12 ms unpartitioned); with the bounds only
+-- the one or two ranges that hold them are (4.5 ms of planning).
+CREATE OR REPLACE FUNCTION pepsi.expire_done(p_keep interval, p_part text, p_after bigint, p_batch integer,
+                                  OUT part text, OUT last bigint, OUT deleted bigint, OUT more boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_name text;
+    v_ids  bigint[];
+BEGIN
+    SELECT c.relname INTO v_name
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'pepsi.state_done'::regclass AND c.relname ~ '^state_done_[0-9]+_[0-9]+$'
+       AND split_part(c.relname, '_', 4)::bigint <= extract(epoch FROM now() - p_keep)
+     ORDER BY split_part(c.relname, '_', 4)::bigint
+     LIMIT 1;
+    PERFORM set_config('pepsi.expiring', 'on', true);
+    part := coalesce(v_name, 'state_done_default');
+    IF part IS DISTINCT FROM p_part THEN
+        p_after := 0;
+    END IF;
+    IF v_name IS NOT NULL THEN
+        EXECUTE format('SELECT array(SELECT id FROM pepsi.%I WHERE id > $1 ORDER BY id LIMIT $2)', v_name)
+           INTO v_ids USING p_after, p_batch;
+        DELETE FROM pepsi.message m
+         WHERE m.id = ANY (v_ids) AND m.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)];
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        more := true;
+        IF cardinality(v_ids) = p_batch THEN
+            last := v_ids[p_batch];
+            RETURN;
+        END IF;
+        -- Dropping a partition takes ACCESS EXCLUSIVE on state_done: not
+        -- waited for long, tried again at the next step.
+        last := 0;
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            EXECUTE format('DROP TABLE pepsi.%I', v_name);
+        EXCEPTION WHEN lock_not_available THEN
+            last := coalesce(v_ids[cardinality(v_ids)], p_after);
+        END;
+        RETURN;
+    END IF;
+    WITH batch AS (
+        SELECT id, updated_at FROM pepsi.state_done_default WHERE id > p_after ORDER BY id LIMIT p_batch
+    ), gone AS (
+        DELETE FROM pepsi.state_done_default s USING batch b
+         WHERE s.id = b.id AND b.updated_at <= now() - p_keep
+        RETURNING s.id
+    ), msg AS (
+        DELETE FROM pepsi.message m USING gone g WHERE m.id = g.id RETURNING m.id
+    )
+    SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM msg) INTO last, deleted;
+    last := coalesce(last, 0);
+    more := last <> 0;
 END $$;
 
 -- The first ranges, ahead of the sequence.
