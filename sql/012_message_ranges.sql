@@ -119,8 +119,9 @@ END $$;
 -- from the end of the last one (or, when the sequence has passed it, from
 -- p_width past the sequence: the ids drawn meanwhile may be written at any
 -- moment, to the default partition) until p_ahead widths past the
--- sequence's value, and returns how many it created and that value. Creating a range takes ACCESS EXCLUSIVE on
--- pepsi.message for as long as it takes to scan the default partition.
+-- sequence's value, and returns how many it created and that value.
+-- Creating a range takes ACCESS EXCLUSIVE on pepsi.message for as long as
+-- it takes to scan the default partition.
 CREATE FUNCTION pepsi.message_ahead(p_width bigint, p_ahead integer, OUT created integer, OUT seq bigint)
 LANGUAGE plpgsql AS $$
 DECLARE

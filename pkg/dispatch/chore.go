@@ -26,14 +26,15 @@ type chore struct {
 	owned  []string            // orphans: the stages swept (nil: every one)
 	set    string              // disarm: the dispatcher's wake row
 
-	reset   int64          // orphans: rows put back to pending
-	last    queue.ExpireAt // expire: where the next step starts
-	more    bool           // expire: a next step has work
-	expired int64          // expire: rows deleted
-	ranges  int            // expire: ranges of done rows created
-	seq     int64          // expire: the message id sequence's value at the walk's start
-	retired int            // expire: ranges of messages dropped at the walk's end
-	moved   int64          // expire: messages moved out of them
+	reset     int64          // orphans: rows put back to pending
+	last      queue.ExpireAt // expire: where the next step starts
+	more      bool           // expire: a next step has work
+	expired   int64          // expire: rows deleted
+	ranges    int            // expire: ranges of done rows created
+	seq       int64          // expire: the message id sequence's value at the walk's start
+	retired   int            // expire: ranges of messages dropped at the walk's end
+	moved     int64          // expire: messages moved out of them
+	retireErr error          // expire: why they were not
 }
 
 // step is one part of a chore.
@@ -82,13 +83,13 @@ func (c *chore) run(ctx context.Context, db *queue.DB) error {
 		if c.last, c.expired, c.more, err = db.ExpireDone(ctx, c.after, c.keep, expireBatch); err != nil {
 			return err
 		}
-		if !c.more {
-			// The walk's end: the ranges of messages it emptied go.
-			if c.retired, c.moved, err = db.RetireMessages(ctx, retireLeft, retireMost); err != nil {
-				return err
-			}
-		}
 		c.did |= stepExpire
+		if !c.more {
+			// The walk's end: the ranges of messages it emptied go. The
+			// step's deletions are done and booked whatever this does: a
+			// range not dropped now is dropped at the next walk's end.
+			c.retired, c.moved, c.retireErr = db.RetireMessages(ctx, retireLeft, retireMost)
+		}
 	}
 	if c.want&stepFlush != 0 {
 		if err = db.AddStats(ctx, c.stages, c.global); err != nil {
@@ -247,6 +248,9 @@ func (d *Dispatcher) expired(c *chore, now time.Time) {
 	}
 	if c.retired > 0 {
 		d.log.Debug("retention: ranges of messages dropped", "count", c.retired, "moved", c.moved)
+	}
+	if c.retireErr != nil {
+		d.log.Warn("retention: ranges of messages not dropped; retrying at the next sweep", "err", c.retireErr)
 	}
 	d.expiredRows += c.expired
 	if c.expired > 0 {
