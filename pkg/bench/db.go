@@ -70,9 +70,17 @@ func (b *bench) settings(ctx context.Context) (serverSettings, error) {
 	return s, err
 }
 
-// reset empties the queue between runs: it deletes every message.
+// reset empties the queue between runs: it deletes every message. A
+// dispatcher may be running meanwhile: its admission, its retention sweep
+// and the TRUNCATE lock pepsi.state and pepsi.message in different orders,
+// and a deadlock between them (one of them chosen to fail) is tried again.
 func (b *bench) reset(ctx context.Context) error {
-	_, err := b.sql.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message, pepsi.ingress")
+	var err error
+	for range 5 {
+		if _, err = b.sql.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message, pepsi.ingress"); !queue.IsTransient(err) {
+			return err
+		}
+	}
 	return err
 }
 
