@@ -70,18 +70,9 @@ func (b *bench) settings(ctx context.Context) (serverSettings, error) {
 	return s, err
 }
 
-// reset empties the queue between runs: it deletes every message. A
-// dispatcher may be running meanwhile: its admission, its retention sweep
-// and the TRUNCATE lock pepsi.state and pepsi.message in different orders,
-// and a deadlock between them (one of them chosen to fail) is tried again.
+// reset empties the queue between runs: it deletes every message.
 func (b *bench) reset(ctx context.Context) error {
-	var err error
-	for range 5 {
-		if _, err = b.sql.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message, pepsi.ingress"); !queue.IsTransient(err) {
-			return err
-		}
-	}
-	return err
+	return b.db.Empty(ctx)
 }
 
 // idle reports whether no message is pending, running or paused, or

@@ -641,3 +641,59 @@ func TestClaimStaleJudge(t *testing.T) {
 		t.Fatalf("after a wake that brought nothing: armAfter %v, want %v", u.waker.armAfter, 2*armAfterMin)
 	}
 }
+
+// The retention sweep sizes the ranges of message ids by the ids drawn
+// between two walks: the first walk cannot, so a second follows a second
+// later; after that, a range holds what one span (RETENTION/4) draws. A
+// failed retire of emptied ranges is logged, and the walk's deletions are
+// booked all the same.
+func TestRetentionMessageWidth(t *testing.T) {
+	u := newUnitConf(t, strings.Replace(unitConf, "RETENTION = 0\n", "RETENTION = 60\n", 1))
+	u.janitor.Store(true)
+	u.nextExpire = u.at
+	walk := func(at time.Time, seq int64) *chore {
+		t.Helper()
+		u.at, u.lastFlush = at, at.Add(time.Hour) // no flush in the way
+		u.startChore(at)
+		j := u.sent(&u.chores)
+		c := &j.chore
+		if c.want != stepExpire {
+			t.Fatalf("chore at %v wants %b, want the retention sweep", at, c.want)
+		}
+		ids := c.ids
+		c.did, c.seq, c.expired = stepExpire, seq, 3
+		u.finishJob(j, at)
+		c.ids = ids
+		return c
+	}
+	if c := walk(u.at, 1000); c.ids != 0 {
+		t.Errorf("first walk: ranges of %d ids, want the last one's width (0)", c.ids)
+	}
+	if want := u.at.Add(time.Second); !u.nextExpire.Equal(want) {
+		t.Fatalf("next walk at %v, want a second later", u.nextExpire)
+	}
+	start := u.at
+	if c := walk(start.Add(time.Second), 1500); c.ids != 0 {
+		t.Errorf("second walk: ranges of %d ids, want 0 (no rate measured before it)", c.ids)
+	}
+	if want := start.Add(time.Second + doneWidth(time.Minute)); !u.nextExpire.Equal(want) {
+		t.Fatalf("next walk at %v, want %v (a span later)", u.nextExpire, want)
+	}
+	// 500 ids a second, a span of 15 s.
+	u.at = u.nextExpire
+	u.lastFlush = u.at.Add(time.Hour)
+	u.startChore(u.at)
+	j := u.sent(&u.chores)
+	if j.chore.ids != 7500 {
+		t.Errorf("third walk: ranges of %d ids, want 7 500", j.chore.ids)
+	}
+	j.chore.did, j.chore.seq, j.chore.expired = stepExpire, 9000, 3
+	j.chore.retireErr = errors.New("lock timeout")
+	u.finishJob(j, u.at)
+	if u.tally.global.Expired != 9 || j.err != nil {
+		t.Errorf("expired %d (want 9), job error %v", u.tally.global.Expired, j.err)
+	}
+	if !strings.Contains(u.log.String(), "retention: ranges of messages not dropped") {
+		t.Errorf("no warning for the failed retire: %s", u.log)
+	}
+}

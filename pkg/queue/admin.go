@@ -67,3 +67,14 @@ func (db *DB) Now(ctx context.Context) (time.Time, error) {
 	err := db.pool.QueryRow(ctx, "SELECT now()").Scan(&now)
 	return now, err
 }
+
+// Empty deletes every message, queued, finished or not yet admitted (a
+// benchmark's reset between runs). A dispatcher may be running: its
+// admission and retention sweep lock pepsi.state and pepsi.message in other
+// orders than the TRUNCATE does, and a deadlock between them is retried.
+func (db *DB) Empty(ctx context.Context) error {
+	return retry(ctx, func() error {
+		_, err := db.pool.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message, pepsi.ingress")
+		return err
+	})
+}
