@@ -185,3 +185,60 @@ func TestMigrateMessageRanges(t *testing.T) {
 		t.Fatalf("retire after 012: %d, %v; want the first range", dropped, err)
 	}
 }
+
+// TestMessageRangesBlocked: a range that cannot be made or dropped at once
+// (a reader holds pepsi.message past the lock timeout, or ids already
+// drawn into the default partition fall inside it) is left for the next
+// walk without an error, and made or dropped then.
+func TestMessageRangesBlocked(t *testing.T) {
+	db, _, ctx := newDB(t)
+	exec(t, db, "SELECT setval('pepsi.message_id_seq', 25000)")
+
+	// A reader's open transaction holds the table: the sweep waits 200 ms
+	// for its lock, then leaves the range to the next walk.
+	reader, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(ctx)
+	if _, err := reader.Exec(ctx, "SELECT count(*) FROM pepsi.message"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := db.MessageAhead(ctx, 0, 3); err != nil || n != 0 {
+		t.Fatalf("MessageAhead with a reader = %d, %v; want none and no error", n, err)
+	}
+	if n, _, err := db.RetireMessages(ctx, 0, 4); err != nil || n != 0 {
+		t.Fatalf("RetireMessages with a reader = %d, %v; want none and no error", n, err)
+	}
+	if err := reader.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := db.MessageAhead(ctx, 0, 3); err != nil || n != 3 {
+		t.Fatalf("MessageAhead once the reader is gone = %d, %v; want 3", n, err)
+	}
+	if n, _, err := db.RetireMessages(ctx, 0, 4); err != nil || n != 2 {
+		t.Fatalf("RetireMessages once the reader is gone = %d, %v; want the 2 drawn ranges", n, err)
+	}
+
+	// An id past the ranges (drawn while none was ahead) is in the default
+	// partition; the range that would hold it is not made while it is
+	// there, and the next ranges start past the sequence once it is drawn.
+	exec(t, db, "INSERT INTO pepsi.message (id) VALUES (65000)")
+	exec(t, db, "SELECT setval('pepsi.message_id_seq', 45000)")
+	if n, _, err := db.MessageAhead(ctx, 0, 3); err != nil || n != 0 {
+		t.Fatalf("MessageAhead over a row in the default partition = %d, %v; want none and no error", n, err)
+	}
+	if got := messageRanges(t, db); got[len(got)-1] != "message_50001_60001" {
+		t.Fatalf("ranges: %v; want the last 50001 to 60001", got)
+	}
+	exec(t, db, "SELECT setval('pepsi.message_id_seq', 65000)")
+	if n, _, err := db.MessageAhead(ctx, 0, 3); err != nil || n != 3 {
+		t.Fatalf("MessageAhead past the row = %d, %v; want 3", n, err)
+	}
+	if got := messageRanges(t, db); got[len(got)-3] != "message_75000_85000" || got[len(got)-1] != "message_95000_105000" {
+		t.Errorf("ranges: %v; want the last three from 75000", got)
+	}
+	if p := messagePartition(t, db, 65000); p != "pepsi.message_default" {
+		t.Errorf("message 65000 in %s", p)
+	}
+}
