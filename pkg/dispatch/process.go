@@ -118,12 +118,17 @@ func (p *process) signal(sig syscall.Signal) {
 // maxBatch bounds how many status lines one event carries.
 const maxBatch = 128
 
+// answerBuf is the size of a worker's stdout buffer: status lines are
+// short, and a longer one (up to protocol.MaxLine) is put together apart,
+// so that 64 workers do not keep 64 KiB each.
+const answerBuf = 4 << 10
+
 // readAnswers parses status lines from the program's stdout and reports
 // them in batches of what is already buffered, then reports the end of
 // stdout. A protocol error ends reading.
 func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
 	defer r.Close()
-	br := bufio.NewReaderSize(r, protocol.MaxLine+2)
+	br := bufio.NewReaderSize(r, answerBuf)
 	var batch []protocol.Status
 	for {
 		line, err := readLine(br)
@@ -158,15 +163,27 @@ func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
 // errLongLine reports a status line over protocol.MaxLine.
 var errLongLine = fmt.Errorf("status line longer than %d bytes", protocol.MaxLine)
 
-// readLine returns the next line without its newline. A final line without
-// a newline is returned as a line; a line over protocol.MaxLine is an error.
+// readLine returns the next line without its newline (or CR LF), valid
+// until the next read. A final line without a newline is returned as a
+// line; a line over protocol.MaxLine is an error.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		// Longer than the buffer: put together (rare, and allowed up to
+		// MaxLine plus CR LF).
+		long := append([]byte(nil), line...)
+		for errors.Is(err, bufio.ErrBufferFull) && len(long) <= protocol.MaxLine+1 {
+			line, err = br.ReadSlice('\n')
+			long = append(long, line...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) || len(long) > protocol.MaxLine+2 {
+			return nil, errLongLine
+		}
+		line = long
+	}
 	switch {
 	case err == nil:
 		return bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'}), nil
-	case errors.Is(err, bufio.ErrBufferFull):
-		return nil, errLongLine
 	case errors.Is(err, io.EOF) && len(line) > 0:
 		return line, nil
 	}
