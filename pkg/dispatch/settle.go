@@ -9,14 +9,16 @@ import (
 // A settle of fewer than settleWorth verdicts waits up to settleDelay for
 // more while answers are still to come: under a steady trickle of answers
 // (stages that commit, at a few thousand passes a second) each settle
-// would otherwise carry one or two, and its round trip, the statement's
-// fixed cost in the server and the claim that follows it would be paid
-// per message. Answers free their workers' slots when they arrive, so the
+// would otherwise carry a few, and its round trip, the statement's fixed
+// cost in the server and the claim that follows it would be paid per
+// message. Answers free their workers' slots when they arrive, so the
 // wait holds up no worker; a message's next stage sees it up to
-// settleDelay later.
+// settleDelay later. 32 and 3 ms against 8 and 1 ms, alternated four
+// times (pepsi bench --only ceiling,commit): 3 972 against 3 675 passes/s
+// on average, the dispatcher's CPU 34 against 42 µs a pass.
 const (
-	settleWorth = 8
-	settleDelay = time.Millisecond
+	settleWorth = 32
+	settleDelay = 3 * time.Millisecond
 )
 
 // startSettle sends every verdict gathered so far to the settle lane.
