@@ -99,6 +99,7 @@ type queueWork struct {
 	marks      uint64           // counts markMore calls
 	claimAt    time.Time        // a small claim waits until then for more room (zero: none waits)
 	settleAt   time.Time        // a small settle waits until then for more answers (zero: none waits)
+	settleNow  bool             // the next settle holds answers of a keyed stage: it does not wait
 	backlog    int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
 	nextPaused time.Time        // when the next paused row falls due (zero: none)
 	checkPause bool             // resume whatever is due with the next claim

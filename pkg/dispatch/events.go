@@ -57,6 +57,9 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		}
 		w.headAt = now
 	}
+	if w.pool.keys != nil {
+		d.settleNow = true // its keys are held until the settle
+	}
 	if w.inflight.len() == 0 {
 		w.idleAt = now
 		d.due(now.Add(d.cfg.Dispatch.WorkerIdleTimeout))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -584,6 +585,33 @@ func TestSettleWaits(t *testing.T) {
 	u.startSettle(u.at)
 	if j := u.sent(&u.settler); len(j.turn.Settles) != settleWorth {
 		t.Fatalf("settled %d verdicts, want %d", len(j.turn.Settles), settleWorth)
+	}
+}
+
+// TestSettleKeyed: answers of a stage with KEY are settled at once, since
+// their keys are held until the settle; a stage without KEY waits.
+func TestSettleKeyed(t *testing.T) {
+	u := newUnitConf(t, strings.Replace(unitConf, "QUEUE_LIMIT = 4\n", "QUEUE_LIMIT = 4\nKEY = header:customer\nKEY_LIMIT = 1\n", 1))
+	if u.byName["a"].keys == nil || u.byName["b"].keys != nil {
+		t.Fatal("want a keyed, b not")
+	}
+	wb := u.worker("b", 20, 21, 22)
+	u.answers(wb, []protocol.Status{{}})
+	u.startSettle(u.at)
+	if u.settler.job != nil {
+		t.Fatal("an unkeyed stage's answer was settled at once while answers are due")
+	}
+	wa := u.worker("a", 10, 11, 12)
+	u.answers(wa, []protocol.Status{{}})
+	u.startSettle(u.at)
+	if j := u.sent(&u.settler); len(j.turn.Settles) != 2 {
+		t.Fatalf("settled %d verdicts, want both", len(j.turn.Settles))
+	}
+	u.finishJob(u.settler.job, u.at)
+	u.answers(wb, []protocol.Status{{}})
+	u.startSettle(u.at)
+	if u.settler.job != nil {
+		t.Fatal("after the keyed settle, an unkeyed answer went at once")
 	}
 }
 
