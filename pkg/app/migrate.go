@@ -32,6 +32,8 @@ func migrateCommand() *cli.Command {
 		UsageText: "pepsi migrate [up]\npepsi migrate status",
 		Description: "Applies the schema migrations built into pepsi, in order, each in its own\n" +
 			"transaction, under an advisory lock. Running it again does nothing. It\n" +
+			"runs beside running dispatchers: a migration waits at most a second for a\n" +
+			"table they use, then lets them go on and tries again, up to 30 times. It\n" +
 			"refuses a database whose schema is newer than this pepsi.",
 		Subcommands: []*cli.Command{
 			up,
@@ -55,7 +57,12 @@ func migrateUp(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(c.Context))
-	applied, err := queue.Migrate(c.Context, conn)
+	applied, err := queue.MigrateWith(c.Context, conn, queue.MigrateOptions{
+		Waiting: func(m queue.Migration, try int, err error) {
+			fmt.Fprintf(c.App.ErrWriter, "pepsi migrate: %03d_%s: its tables are in use (try %d of %d: %v); trying again\n",
+				m.Version, m.Name, try, queue.DefaultMigrateTries, err)
+		},
+	})
 	for _, m := range applied {
 		fmt.Fprintf(c.App.Writer, "applied %03d_%s\n", m.Version, m.Name)
 	}

@@ -2,7 +2,13 @@ package queue
 
 import (
 	"context"
+	"io/fs"
+	"testing/fstest"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	schema "github.com/pepsi-dev/pepsi/sql"
 )
 
 // Test-only access to unexported parts for the external test package
@@ -69,4 +75,25 @@ func (db *DB) ShowForTest(ctx context.Context, name string) (string, error) {
 	var v string
 	err := db.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
+}
+
+// MigrateFSForTest is MigrateWith over the embedded migrations plus extra.
+func MigrateFSForTest(ctx context.Context, conn *pgx.Conn, extra fstest.MapFS, o MigrateOptions) ([]Migration, error) {
+	all := fstest.MapFS{}
+	entries, err := fs.ReadDir(schema.Files, ".")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		body, err := fs.ReadFile(schema.Files, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		all[e.Name()] = &fstest.MapFile{Data: body}
+	}
+	for name, f := range extra {
+		all[name] = f
+	}
+	o.fsys = all
+	return MigrateWith(ctx, conn, o)
 }

@@ -10,10 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// dispatcherLock is the session advisory lock key that makes one
-// dispatcher per database.
-const dispatcherLock = 0x7065707369_00 // "pepsi" + 0
-
 // Listener is the dispatcher's dedicated session: it holds the
 // single-dispatcher lock and LISTENs on the ingress channel. It must not be
 // used by two goroutines at once.

@@ -2,20 +2,21 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"regexp"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	schema "github.com/pepsi-dev/pepsi/sql"
 )
-
-// migrationLock is the advisory lock key that serializes migrations.
-const migrationLock = 0x7065707369_01 // "pepsi" + 1
 
 // Migration is one numbered schema change.
 type Migration struct {
@@ -75,7 +76,48 @@ CREATE TABLE IF NOT EXISTS pepsi.schema_migration (
 // and returns the ones it applied. It refuses a database whose schema is
 // newer than this binary.
 func Migrate(ctx context.Context, conn *pgx.Conn) ([]Migration, error) {
-	ms, err := Migrations()
+	return MigrateWith(ctx, conn, MigrateOptions{})
+}
+
+// MigrateOptions bounds how a migration waits for the tables it changes.
+type MigrateOptions struct {
+	// LockTimeout is the longest one try waits for a table lock
+	// (default DefaultMigrateLockTimeout): a DDL statement queued behind a
+	// dispatcher's transaction would queue the dispatcher's next one behind
+	// itself, so it gives up soon and tries again.
+	LockTimeout time.Duration
+	// Tries is how many times a migration is tried (default
+	// DefaultMigrateTries) before Migrate gives up.
+	Tries int
+	// Waiting, when set, hears of each try that gave up on a lock.
+	Waiting func(m Migration, try int, err error)
+
+	fsys fs.FS // the migrations; schema.Files when nil (tests)
+}
+
+// The defaults of MigrateOptions: a try stalls the hot path for at most a
+// second, and a minute or so of tries rides out long transactions.
+const (
+	DefaultMigrateLockTimeout = time.Second
+	DefaultMigrateTries       = 30
+)
+
+// ErrMigrateLocked is returned (wrapped) when a migration found its
+// tables locked on every try.
+var ErrMigrateLocked = errors.New("its tables stayed locked")
+
+// MigrateWith is Migrate with options.
+func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migration, error) {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultMigrateLockTimeout
+	}
+	if o.Tries <= 0 {
+		o.Tries = DefaultMigrateTries
+	}
+	if o.fsys == nil {
+		o.fsys = schema.Files
+	}
+	ms, err := loadMigrations(o.fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -95,19 +137,48 @@ func Migrate(ctx context.Context, conn *pgx.Conn) ([]Migration, error) {
 	}
 	var applied []Migration
 	for _, m := range ms[current:] {
+		if err := applyMigration(ctx, conn, m, o); err != nil {
+			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		applied = append(applied, m)
+	}
+	return applied, nil
+}
+
+// applyMigration runs m in one transaction whose lock waits are bounded by
+// o.LockTimeout, trying again after a lock timeout with a pause of about
+// the same length, so running dispatchers get the tables back between tries.
+func applyMigration(ctx context.Context, conn *pgx.Conn, m Migration, o MigrateOptions) error {
+	timeout := fmt.Sprintf("SET LOCAL lock_timeout = %d", o.LockTimeout.Milliseconds())
+	for try := 1; ; try++ {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, timeout); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO pepsi.schema_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
 			return err
 		})
-		if err != nil {
-			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != pgerrcode.LockNotAvailable {
+			return err
 		}
-		applied = append(applied, m)
+		if try >= o.Tries {
+			return fmt.Errorf("%w for %d tries of %s (%s): stop the dispatchers and run pepsi migrate again",
+				ErrMigrateLocked, o.Tries, o.LockTimeout, pe.Message)
+		}
+		if o.Waiting != nil {
+			o.Waiting(m, try, err)
+		}
+		pause := o.LockTimeout/2 + rand.N(o.LockTimeout)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
 	}
-	return applied, nil
 }
 
 // MigrateStatus lists every known migration with its applied time, and the

@@ -1,10 +1,12 @@
 package queue_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -228,5 +230,60 @@ func TestMessageDeleteCascades(t *testing.T) {
 	seed(t, db, "work", queue.Pending, 3)
 	if _, err := db.Pool.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateLockTimeout: a migration whose table a running transaction
+// holds (as a dispatcher's claim does) gives up each try after its lock
+// timeout instead of queueing the table's other users behind it, is told
+// of each such try, and applies once the table is free; one that never
+// finds it free fails naming what to do.
+func TestMigrateLockTimeout(t *testing.T) {
+	t.Parallel()
+	db, dsn, ctx := newDB(t)
+	extra := fstest.MapFS{"013_column.sql": {Data: []byte("ALTER TABLE pepsi.state ADD COLUMN test_col integer")}}
+
+	hold := func() pgx.Tx {
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "LOCK pepsi.state IN ROW EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+
+	// Held throughout: every try gives up.
+	tx := hold()
+	waits := 0
+	o := queue.MigrateOptions{LockTimeout: 50 * time.Millisecond, Tries: 3, Waiting: func(m queue.Migration, try int, err error) { waits++ }}
+	applied, err := queue.MigrateFSForTest(ctx, connect(t, dsn), extra, o)
+	if !errors.Is(err, queue.ErrMigrateLocked) || !strings.Contains(err.Error(), "migration 013_column: ") ||
+		!strings.Contains(err.Error(), "stop the dispatchers") {
+		t.Fatalf("Migrate with pepsi.state held: %v, want ErrMigrateLocked naming 013_column and what to do", err)
+	}
+	if len(applied) != 0 || waits != 2 {
+		t.Errorf("applied %v after %d waits, want none after 2", applied, waits)
+	}
+	// Freed after the first try: applied on a later one.
+	waits = 0
+	o.Tries = 1000
+	o.Waiting = func(queue.Migration, int, error) {
+		if waits++; waits == 1 {
+			if err := tx.Rollback(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	applied, err = queue.MigrateFSForTest(ctx, connect(t, dsn), extra, o)
+	if err != nil || len(applied) != 1 || applied[0].Version != 13 {
+		t.Fatalf("Migrate once pepsi.state is free: applied %v, %v; want 013", applied, err)
+	}
+	if waits < 1 {
+		t.Errorf("%d waits, want at least 1", waits)
+	}
+	if n := count(t, db, "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'pepsi' AND table_name = 'state' AND column_name = 'test_col'"); n != 1 {
+		t.Errorf("013 applied but pepsi.state has no test_col")
 	}
 }

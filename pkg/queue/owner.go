@@ -34,12 +34,8 @@ import (
 //
 // A set is taken whole or not at all: each lock is tried without waiting,
 // and on any refusal every advisory lock the session holds is released.
-const (
-	stageLockClass = 0x70657073       // "peps": the first key of every stage lock; the second is hashtext(stage)
-	fenceLockClass = 0x70657066       // "pepf": the stages' fence locks (pepsi.fence, a stage's takeover)
-	janitorLock    = 0x7065707369_01  // "pepsi" + 1
-	objid32        = int64(1<<32 - 1) // pg_locks shows objid unsigned
-)
+//
+// The keys are in locks.go.
 
 // OwnedError is a refusal: the stage (or, for Stage "", the database-wide
 // lock) is owned by Holder. errors.Is(err, ErrLocked) holds for it.
