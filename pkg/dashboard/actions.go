@@ -82,6 +82,9 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 		if !ok {
 			return
 		}
+		if !d.paramsOK(w, r) {
+			return
+		}
 		a, page, err := parse(r)
 		if err != nil {
 			d.fail(w, r, http.StatusBadRequest, err.Error())

@@ -16,6 +16,10 @@
 //   - /messages/ID (message.go): one message, its payload as text or a hex
 //     dump, the first 64 KiB, and /messages/ID/payload for all of it.
 //
+// A query string or a posted form that does not parse, or a value with a
+// NUL byte or bytes that are not UTF-8, is answered with 400 (params.go)
+// before a page or an action asks the database anything.
+//
 // Actions (actions.go, retry.go, purge.go) retry one message, a failure
 // group, or a stage's messages of one status, and purge done or failed
 // messages older than an age, through queue.DB's Redrive and Purge, the code of pepsi queue retry

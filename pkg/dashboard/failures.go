@@ -27,6 +27,9 @@ type failuresPage struct {
 }
 
 func (d *Dashboard) failures(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+	if !d.paramsOK(w, r) {
+		return
+	}
 	stage := r.FormValue("stage")
 	if len(stage) > maxText {
 		d.fail(w, r, http.StatusBadRequest, fmt.Sprintf("stage: at most %d bytes", maxText))

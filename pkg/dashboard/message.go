@@ -44,8 +44,12 @@ type messagePage struct {
 	CanRetry bool   `json:"-"` // the message is not pending: retry would move it
 }
 
-// messageID reads the {id} of the path, or answers 400 and returns false.
+// messageID reads the {id} of the path, or answers 400 and returns false;
+// so it does when the parameters are wrong (checkParams).
 func (d *Dashboard) messageID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	if !d.paramsOK(w, r) {
+		return 0, false
+	}
 	id, err := parseID("message id", r.PathValue("id"))
 	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, err.Error())

@@ -32,9 +32,13 @@ const maxText = 1000
 
 // parseFilter reads the messages list's filters from r, or says which is wrong.
 func parseFilter(r *http.Request) (filter, error) {
+	bad := checkParams(r)
 	f := filter{
 		Stage: r.FormValue("stage"), Status: r.FormValue("status"), Older: r.FormValue("older"),
 		Newer: r.FormValue("newer"), Text: r.FormValue("q"), Reason: r.FormValue("reason"),
+	}
+	if bad != nil {
+		return f, bad
 	}
 	p := &f.params
 	var err error

@@ -85,6 +85,9 @@ func (c *countCache) get(ctx context.Context, db *queue.DB) ([]queue.Count, time
 }
 
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+	if !d.paramsOK(w, r) {
+		return
+	}
 	ctx := r.Context()
 	counts, now, err := d.counts.get(ctx, db)
 	if err != nil {
