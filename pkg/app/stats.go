@@ -3,8 +3,10 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,10 +29,11 @@ func statsCommand() *cli.Command {
 		Description: "Prints the statistics the dispatcher keeps (pepsi.stage_stats and\n" +
 			"pepsi.dispatch_stats) as tables, as one JSON object, or in the Prometheus\n" +
 			"text exposition format with the queue's depth added, for the node_exporter\n" +
-			"textfile collector. With --output, the file is replaced atomically.",
+			"textfile collector. With --output, the file is replaced atomically; only a\n" +
+			"regular file or a new one is written (\"-\" is standard output).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "`FORMAT`: table, json or prometheus"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, TakesFile: true, Usage: "write to `FILE` (a temporary file renamed over it) instead of standard output"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, TakesFile: true, Usage: "write to `FILE` (a temporary file renamed over it; a regular file or a new one) instead of standard output (\"-\")"},
 		},
 		Action: stats,
 	}
@@ -75,6 +78,16 @@ func stats(c *cli.Context) error {
 	if output == "" && c.IsSet("output") {
 		return usage("--output is empty")
 	}
+	if output == "-" {
+		output = "" // standard output, as elsewhere; a file named so: ./-
+	}
+	// Refused before the database is asked anything; writeFileAtomic checks
+	// again, as the path may change while the statistics are read.
+	if output != "" {
+		if err := checkOutput(output); err != nil {
+			return err
+		}
+	}
 	db, cfg, err := openQueue(c)
 	if err != nil {
 		return err
@@ -107,7 +120,8 @@ func stats(c *cli.Context) error {
 	return writeStats(c, output, func(w io.Writer) error { return write(w, snap) })
 }
 
-// writeStats writes to standard output, or to output atomically.
+// writeStats writes to standard output (output ""), or to output
+// atomically.
 func writeStats(c *cli.Context, output string, write func(io.Writer) error) error {
 	if output == "" {
 		return write(c.App.Writer)
@@ -119,12 +133,61 @@ func writeStats(c *cli.Context, output string, write func(io.Writer) error) erro
 	return writeFileAtomic(output, buf.Bytes())
 }
 
-// writeFileAtomic replaces path with data: it writes a temporary file in
-// the same directory (a dot file that does not end in .prom, which the
-// textfile collector ignores), syncs it, makes it world-readable and
-// renames it over path, so that a reader sees the old file or the new one,
-// never half of one.
+// checkOutput refuses an --output path that is there and is not a regular
+// file. The rename that replaces the file would turn a device, a FIFO or a
+// socket into a regular file (as root, /dev/full was replaced so), and
+// fail on a directory. A symbolic link is refused too, whatever it points
+// to: renaming over it would cut the link, and following it would let
+// whoever can make a link in the directory choose the file that pepsi
+// stats (often root's cron job) replaces.
+func checkOutput(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--output %s: %w", path, unwrapPath(err))
+	case fi.Mode().IsRegular():
+		return nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(path)
+		if err != nil {
+			return fmt.Errorf("--output %s: %w", path, unwrapPath(err))
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			target += ", which does not exist"
+		}
+		return invalid("--output %s: a symbolic link (to %s), not a regular file: left as it is; name the file itself", path, target)
+	}
+	return invalid("--output %s: %s, not a regular file: left as it is", path, fileKind(fi.Mode()))
+}
+
+// fileKind names the type of a file that is not a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "a special file"
+}
+
+// writeFileAtomic replaces path, a regular file or none (see checkOutput),
+// with data: it writes a temporary file in the same directory (a dot file
+// that does not end in .prom, which the textfile collector ignores), syncs
+// it, makes it world-readable and renames it over path, so that a reader
+// sees the old file or the new one, never half of one.
 func writeFileAtomic(path string, data []byte) error {
+	if err := checkOutput(path); err != nil {
+		return err
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -150,6 +213,11 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	if err := f.Close(); err != nil {
 		return fail(err)
+	}
+	// Once more just before the rename, which is what would replace it.
+	if err := checkOutput(path); err != nil {
+		os.Remove(tmp)
+		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)

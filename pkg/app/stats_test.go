@@ -3,9 +3,12 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -243,14 +246,22 @@ func TestStatsPrometheus(t *testing.T) {
 	}
 }
 
-func TestStatsOutput(t *testing.T) {
+// outputDir points pepsi at a database with statistics and returns a
+// temporary directory holding one file, name, with "old contents\n".
+func outputDir(t *testing.T, name string) (dir, file string) {
+	t.Helper()
 	_, dsn := statsDB(t)
 	env(t, dsn, "")
-	dir := t.TempDir()
-	out := filepath.Join(dir, "pepsi.prom")
-	if err := os.WriteFile(out, []byte("old contents\n"), 0o600); err != nil {
+	dir = t.TempDir()
+	file = filepath.Join(dir, name)
+	if err := os.WriteFile(file, []byte("old contents\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return dir, file
+}
+
+func TestStatsOutput(t *testing.T) {
+	dir, out := outputDir(t, "pepsi.prom")
 	r := pepsi(t, "", "stats", "--format", "prometheus", "--output", out)
 	r.wantCode(t, 0)
 	if r.stdout != "" || r.stderr != "" {
@@ -308,4 +319,98 @@ func TestStatsBadInput(t *testing.T) {
 	r := pepsi(t, "", "stats")
 	r.wantCode(t, 1)
 	r.wantOneError(t, "run 'pepsi migrate'")
+}
+
+// TestStatsOutputNotRegular: --output writes only a regular file or a new
+// one. A FIFO, a device, a directory or a symbolic link (to a file or to
+// nothing) is refused with one line naming --output, the path and what it
+// is (exit 2), and left as it was; "-" is standard output.
+func TestStatsOutputNotRegular(t *testing.T) {
+	dir, file := outputDir(t, "target.prom")
+	// refused runs pepsi stats -o path and wants it refused with want,
+	// path's type unchanged and nothing new in its directory.
+	refused := func(t *testing.T, path, want string) {
+		t.Helper()
+		before, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(filepath.Dir(path))
+		r := pepsi(t, "", "stats", "-f", "prometheus", "--output", path)
+		r.wantCode(t, 2)
+		r.wantOneError(t, "pepsi stats: --output "+path+": "+want)
+		after, err := os.Lstat(path)
+		if err != nil || after.Mode() != before.Mode() {
+			t.Fatalf("%s was %v, is %v (%v)", path, before.Mode(), after, err)
+		}
+		if now, _ := os.ReadDir(filepath.Dir(path)); len(now) != len(entries) {
+			t.Fatalf("%s: %d entries before, %d after: %v", filepath.Dir(path), len(entries), len(now), now)
+		}
+	}
+	t.Run("fifo", func(t *testing.T) {
+		fifo := filepath.Join(dir, "fifo")
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, fifo, "a named pipe (FIFO), not a regular file: left as it is")
+	})
+	t.Run("device", func(t *testing.T) {
+		// A node of /dev/null's device (1, 3) of our own; only root may make one.
+		dev := filepath.Join(dir, "null")
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+			t.Skipf("mknod: %v", err)
+		}
+		refused(t, dev, "a character device, not a regular file: left as it is")
+	})
+	t.Run("directory", func(t *testing.T) {
+		sub := filepath.Join(dir, "sub")
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, sub, "a directory, not a regular file")
+	})
+	// A link is refused whatever it points to, and what it points to is
+	// left as it was: the file, or nothing.
+	nowhere := filepath.Join(dir, "nowhere.prom")
+	for _, tc := range []struct{ name, target, want string }{
+		{"symlink", file, file},
+		{"dangling", nowhere, nowhere + ", which does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			link := filepath.Join(dir, tc.name+".prom")
+			if err := os.Symlink(tc.target, link); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, link, "a symbolic link (to "+tc.want+"), not a regular file: left as it is; name the file itself")
+		})
+	}
+	if data, err := os.ReadFile(file); err != nil || string(data) != "old contents\n" {
+		t.Errorf("the link's target holds %q (%v)", data, err)
+	}
+	if _, err := os.Lstat(nowhere); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the dangling link's target was made: %v", err)
+	}
+	t.Run("stdout", func(t *testing.T) {
+		t.Chdir(dir)
+		r := pepsi(t, "", "stats", "-f", "prometheus", "--output", "-")
+		r.wantCode(t, 0)
+		parseProm(t, r.stdout)
+		if _, err := os.Lstat(filepath.Join(dir, "-")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("--output - made a file named -: %v", err)
+		}
+	})
+	t.Run("devnull", func(t *testing.T) {
+		// /dev/null itself: it must stay the character device it is (only
+		// its mode is read; it is a device every run writes to anyway).
+		st, err := os.Lstat("/dev/null")
+		if err != nil || st.Mode()&fs.ModeCharDevice == 0 {
+			t.Skipf("/dev/null is %v (%v)", st, err)
+		}
+		r := pepsi(t, "", "stats", "--output", "/dev/null")
+		r.wantCode(t, 2)
+		r.wantOneError(t, "pepsi stats: --output /dev/null: a character device, not a regular file: left as it is")
+		if st2, err := os.Lstat("/dev/null"); err != nil || st2.Mode() != st.Mode() {
+			t.Fatalf("/dev/null was %v, is %v (%v)", st.Mode(), st2, err)
+		}
+	})
 }
