@@ -22,6 +22,14 @@ import (
 // progress on a terminal.
 const progressMin = 10000
 
+// maxKeyBytes is the longest --key, in bytes. The key goes into the
+// unique btree index state_dedup, whose entries may take at most a third
+// of a page (2704 bytes, compressed when that helps, which it does not for
+// a random key): a longer key failed with the server's raw "index row
+// size" error. 1024 leaves room, and pepsi.enqueue() draws the line there
+// too (migration 013).
+const maxKeyBytes = 1024
+
 func enqueueCommand() *cli.Command {
 	headers := &headerList{}
 	return &cli.Command{
@@ -70,6 +78,9 @@ func enqueue(c *cli.Context) error {
 	key, keyed := c.String("key"), c.IsSet("key")
 	if keyed && key == "" {
 		return usage("--key is empty")
+	}
+	if len(key) > maxKeyBytes {
+		return usage("--key of %d bytes: want at most %d bytes", len(key), maxKeyBytes)
 	}
 	if keyed && c.Bool("lines") {
 		return usage("--key names one message; --lines makes many")

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -163,5 +165,57 @@ func TestQueueShowFlowKey(t *testing.T) {
 	r = pepsi(t, "", "queue", "show", strconv.FormatInt(other, 10))
 	if r.wantCode(t, 0); strings.Contains(r.stdout, "flow_key") {
 		t.Errorf("show at a stage without KEY:\n%s", r.stdout)
+	}
+}
+
+// TestEnqueuePriorityRange: a --priority outside a 32-bit integer says the
+// range, not that it is no integer; the ends of the range are taken.
+func TestEnqueuePriorityRange(t *testing.T) {
+	_, dsn := pgtest.New(t)
+	env(t, dsn, stagesConf)
+	for _, p := range []string{"2147483648", "-2147483649", "99999999999999999999"} {
+		r := pepsi(t, "x", "enqueue", "-s", "parse", "--priority", p)
+		r.wantCode(t, 2)
+		r.wantOneError(t, `pepsi enqueue: --priority "`+p+`": out of range (want an integer from -2147483648 to 2147483647; lower is claimed first)`)
+	}
+	r := pepsi(t, "x", "queue", "retry", "--priority", "high", "1")
+	r.wantCode(t, 2)
+	r.wantOneError(t, `--priority "high": want an integer from -2147483648 to 2147483647`)
+	if n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.message"); n != 0 {
+		t.Errorf("bad priorities enqueued %d messages", n)
+	}
+	for _, p := range []string{"2147483647", "-2147483648"} {
+		pepsi(t, "x", "enqueue", "-s", "parse", "--priority", p).wantCode(t, 0)
+		if n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.state WHERE priority = $1::int", p); n != 1 {
+			t.Errorf("%d messages at priority %s, want 1", n, p)
+		}
+	}
+}
+
+// TestEnqueueKeyTooLong: a --key over 1024 bytes is refused before the
+// database sees it (it failed with the server's "index row requires …"),
+// with one line that gives the limit; a key of 1024 bytes, one that the
+// index cannot compress, is enqueued.
+func TestEnqueueKeyTooLong(t *testing.T) {
+	_, dsn := pgtest.New(t)
+	env(t, dsn, stagesConf)
+	random := func(n int) string {
+		b := make([]byte, n/2)
+		rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	r := pepsi(t, "x", "enqueue", "-s", "parse", "--key", random(10240))
+	r.wantCode(t, 2)
+	r.wantOneError(t, "pepsi enqueue: --key of 10240 bytes: want at most 1024 bytes")
+	r = pepsi(t, "x", "enqueue", "-s", "parse", "--key", strings.Repeat("é", 513))
+	r.wantCode(t, 2)
+	r.wantOneError(t, "pepsi enqueue: --key of 1026 bytes: want at most 1024 bytes")
+	if n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.message"); n != 0 {
+		t.Errorf("long keys enqueued %d messages", n)
+	}
+	key := random(1024)
+	pepsi(t, "x", "enqueue", "-s", "parse", "--key", key).wantCode(t, 0)
+	if n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.state WHERE dedup_key = $1", key); n != 1 {
+		t.Errorf("%d messages with the 1024-byte key, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -104,15 +105,20 @@ func parseStageFlag(c *cli.Context, flag string) (string, error) {
 }
 
 // parsePriorityFlag reads --priority: an integer (lower is claimed
-// first), nil when the flag is not given.
+// first), nil when the flag is not given. The column is a 32-bit integer;
+// the error gives its range, so that a number too large is not taken for
+// one that is not a number.
 func parsePriorityFlag(c *cli.Context) (*int32, error) {
 	if !c.IsSet("priority") {
 		return nil, nil
 	}
 	s := c.String("priority")
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+	if errors.Is(err, strconv.ErrRange) {
+		return nil, usage("--priority %q: out of range (want an integer from %d to %d; lower is claimed first)", s, math.MinInt32, math.MaxInt32)
+	}
 	if err != nil {
-		return nil, usage("--priority %q: want an integer (lower is claimed first)", s)
+		return nil, usage("--priority %q: want an integer from %d to %d (lower is claimed first)", s, math.MinInt32, math.MaxInt32)
 	}
 	p := int32(n)
 	return &p, nil
