@@ -888,3 +888,112 @@ func TestStageSet(t *testing.T) {
 		t.Errorf("no STAGES: %v, OwnsAll %v, Owned %v", err, c.OwnsAll(), c.Owned())
 	}
 }
+
+// wantError fails t unless Parse of src fails with an *Error reading want.
+func wantError(t *testing.T, src, want string) {
+	t.Helper()
+	_, err := Parse("pepsi.conf", []byte(src))
+	var e *Error
+	if !errors.As(err, &e) || err.Error() != want {
+		t.Errorf("Parse(%.60q…): error %v\nwant %s", src, err, want)
+	}
+}
+
+// TestLoadTooLarge: a file over 1 MiB is refused with one line naming it,
+// after reading 1 MiB and a byte; a file of 1 MiB is read.
+func TestLoadTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	line := "; " + strings.Repeat("x", 1021) + "\n" // 1 KiB
+	fits := filepath.Join(dir, "fits.conf")
+	if err := os.WriteFile(fits, []byte(strings.Repeat(line, 1024)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(fits); err != nil {
+		t.Errorf("a file of 1 MiB: %v", err)
+	}
+	big := filepath.Join(dir, "big.conf")
+	if err := os.WriteFile(big, []byte(strings.Repeat(line, 1024)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(big)
+	var e *Error
+	if !errors.As(err, &e) || err.Error() != big+": more than 1048576 bytes (1 MiB), too large for a configuration file" {
+		t.Errorf("a file of 1 MiB and a byte: %v", err)
+	}
+}
+
+// TestLoadEndless: a file that never ends (/dev/zero: it ran out of memory
+// with a Go stack trace) is refused once 1 MiB is read.
+func TestLoadEndless(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip(err)
+	}
+	_, err := Load("/dev/zero")
+	var e *Error
+	if !errors.As(err, &e) || err.Error() != "/dev/zero: more than 1048576 bytes (1 MiB), too large for a configuration file" {
+		t.Errorf("Load(/dev/zero) = %v", err)
+	}
+}
+
+// TestProgramEmptyCommand: a PROGRAM whose first word is empty or blank
+// ("" or quoted blanks) names no program: refused at its line, where it
+// failed only when a worker was started ("exec: no command"). An empty
+// argument after the program is an argument like another.
+func TestProgramEmptyCommand(t *testing.T) {
+	for _, tt := range []struct{ program, word string }{
+		{`""`, `""`},
+		{`''`, `""`},
+		{`"   "`, `"   "`},
+		{"\"\t\"", `"\t"`},
+		{`"" /bin/x`, `""`},
+		{`'' --flag ; comment`, `""`},
+	} {
+		wantError(t, "[stage-a]\nPROGRAM = a\n[stage-b]\nPROGRAM = "+tt.program+"\n",
+			`pepsi.conf:4: PROGRAM: the program to run (the first word, `+tt.word+`) is empty in [stage-b]`)
+	}
+	c := mustParse(t, "[stage-a]\nPROGRAM = /bin/x \"\" ' '\n")
+	if p := c.Stages[0].Program; !slices.Equal(p, []string{"/bin/x", "", " "}) {
+		t.Errorf("Program = %q", p)
+	}
+}
+
+// TestValueTooLong: a value is at most 4096 bytes as written (a 2 MB
+// PROGRAM passed every check, then was logged in one 2 MB line), whatever
+// the key; the error names the key, its section and its line.
+func TestValueTooLong(t *testing.T) {
+	long := strings.Repeat("a", 4097)
+	wantError(t, "[stage-a]\nPROGRAM = /bin/x "+long+"\n",
+		`pepsi.conf:2: PROGRAM: value of 4104 bytes in [stage-a] (want at most 4096)`)
+	wantError(t, "[stage-a]\nPROGRAM = \"\"\"/bin/x\n"+long+"\"\"\"\n",
+		`pepsi.conf:2: PROGRAM: value of 4104 bytes in [stage-a] (want at most 4096)`)
+	wantError(t, "[database]\nDSN = postgres:///x\n\nWORKER_DSN = postgres:///"+long+"\n",
+		`pepsi.conf:4: WORKER_DSN: value of 4109 bytes in [database] (want at most 4096)`)
+	wantError(t, "[pepsi-dispatch]\nCONFIG_FILE = /"+long+"\n",
+		`pepsi.conf:2: CONFIG_FILE: value of 4098 bytes in [pepsi-dispatch] (want at most 4096)`)
+	// 4096 bytes is fine.
+	c := mustParse(t, "[stage-a]\nPROGRAM = /bin/x "+long[:4096-len("/bin/x ")]+"\n")
+	if n := len(c.Stages[0].ProgramText); n != 4096 {
+		t.Errorf("PROGRAM of %d bytes, want 4096", n)
+	}
+}
+
+// TestMetricsListenPort: METRICS_LISTEN's port must be one the listener
+// can take, 0 to 65535 or a service name; :99999 passed the check and
+// pepsi dispatch then exited 1 without a line.
+func TestMetricsListenPort(t *testing.T) {
+	for _, tt := range []struct{ addr, want string }{
+		{":99999", `port 99999 out of range in ":99999" (want 0 to 65535)`},
+		{"127.0.0.1:65536", `port 65536 out of range in "127.0.0.1:65536" (want 0 to 65535)`},
+		{"[::1]:-1", `port -1 out of range in "[::1]:-1" (want 0 to 65535)`},
+		{"localhost:99999999999999999999", `port 99999999999999999999 out of range in "localhost:99999999999999999999" (want 0 to 65535)`},
+		{":no-such-service", `unknown port "no-such-service" in ":no-such-service" (want a number from 0 to 65535 or a service name)`},
+		{"9187", `bad address "9187" (want HOST:PORT or :PORT, or nothing for off)`},
+	} {
+		wantError(t, "[pepsi-dispatch]\nPOLL_INTERVAL = 5\nMETRICS_LISTEN = "+tt.addr+"\n", "pepsi.conf:3: METRICS_LISTEN: "+tt.want)
+	}
+	for _, addr := range []string{":0", ":1", "127.0.0.1:65535", "[::1]:9187", "localhost:9187"} {
+		if c := mustParse(t, "[pepsi-dispatch]\nMETRICS_LISTEN = "+addr+"\n"); c.Dispatch.MetricsListen != addr {
+			t.Errorf("METRICS_LISTEN = %q, want %q", c.Dispatch.MetricsListen, addr)
+		}
+	}
+}

@@ -2,19 +2,28 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 )
 
+// maxFileSize is the most of a configuration file that is read: 1 MiB,
+// far more than any pepsi.conf needs. A path to something without end
+// (/dev/zero, a pipe that is never closed) or to a huge file is refused
+// once that much is read, rather than read until memory runs out (it gave
+// "out of memory" and a Go stack trace).
+const maxFileSize = 1 << 20
+
 // Load reads and parses the file at path. An unreadable file is an *Error
 // "PATH: cannot read: …" that wraps the cause (errors.Is(err, fs.ErrNotExist)
-// works). Unless CONFIG_FILE says otherwise, workers are pointed at the
-// absolute path of the file.
+// works); one over 1 MiB is an *Error too. Unless CONFIG_FILE says
+// otherwise, workers are pointed at the absolute path of the file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, readError(path, err)
+		return nil, err
 	}
 	c, err := Parse(path, data)
 	if err != nil {
@@ -26,6 +35,25 @@ func Load(path string) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// readFile reads at most maxFileSize bytes of path, and refuses it if there
+// is more. It reads from what it opened, not by size: a pipe or a device
+// has none, and a file may grow meanwhile.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, readError(path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, readError(path, err)
+	}
+	if len(data) > maxFileSize {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("more than %d bytes (1 MiB), too large for a configuration file", maxFileSize)}
+	}
+	return data, nil
 }
 
 // readError describes a file that cannot be read without repeating its name.

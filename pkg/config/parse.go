@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -56,6 +57,13 @@ var keys = map[string][]string{
 	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
 	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE", "KEY", "KEY_LIMIT"},
 }
+
+// maxValueSize bounds a value as written (after the '=', with the comment
+// on its line, or all that a """…""" value spans), in bytes. No key needs
+// more (a path, PATH_MAX, is 4096 too), and a value goes into log lines
+// and a worker's argv: a 2 MB PROGRAM passed every check, then failed to
+// start with "argument list too long", logged in one 2 MB line.
+const maxValueSize = 4096
 
 // rawKey is a key line found by the scanner.
 type rawKey struct {
@@ -324,6 +332,9 @@ func scan(file string, data []byte) ([]rawSection, error) {
 		if unclosed != "" {
 			return nil, bad(n, "%s: no closing %s for the value", name, unclosed)
 		}
+		if len(k.text) > maxValueSize {
+			return nil, bad(n, "%s: value of %d bytes in [%s] (want at most %d)", name, len(k.text), s.name, maxValueSize)
+		}
 		k.name, k.line = name, n
 		s.keys = append(s.keys, k)
 	}
@@ -404,11 +415,30 @@ func setDispatch(d *Dispatch, key, v string) string {
 		d.IngressChannel = v
 	case "METRICS_LISTEN":
 		if v != "" {
-			if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
-				return fmt.Sprintf("%s: bad address %q (want HOST:PORT or :PORT, or nothing for off)", key, v)
+			if msg := checkListen(v); msg != "" {
+				return fmt.Sprintf("%s: %s", key, msg)
 			}
 		}
 		d.MetricsListen = v
+	}
+	return ""
+}
+
+// checkListen says what is wrong with a listen address, if anything: it
+// must be HOST:PORT or :PORT, the port a number from 0 (any free port, which
+// the dispatcher logs) to 65535 or a service name that resolves (from
+// /etc/services), so that a port the listener cannot take is refused here,
+// at its line, rather than when the dispatcher starts (exit 1, no line).
+func checkListen(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Sprintf("bad address %q (want HOST:PORT or :PORT, or nothing for off)", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		if _, err := strconv.ParseInt(port, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			return fmt.Sprintf("port %s out of range in %q (want 0 to 65535)", port, addr)
+		}
+		return fmt.Sprintf("unknown port %q in %q (want a number from 0 to 65535 or a service name)", port, addr)
 	}
 	return ""
 }
@@ -465,6 +495,12 @@ func setProgram(st *Stage, raw string) string {
 	}
 	if len(words) == 0 {
 		return fmt.Sprintf("PROGRAM is empty in [%s%s]", stagePrefix, st.Name)
+	}
+	// The first word is what is run: "" or blanks in quotes make a word,
+	// but no program, and failed only when a worker was started ("exec: no
+	// command"); an empty argument after it is fine.
+	if strings.TrimSpace(words[0]) == "" {
+		return fmt.Sprintf("PROGRAM: the program to run (the first word, %q) is empty in [%s%s]", words[0], stagePrefix, st.Name)
 	}
 	st.Program = words
 	st.ProgramText = strings.TrimSpace(raw[:end])
