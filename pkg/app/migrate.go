@@ -129,17 +129,49 @@ func connect(c *cli.Context) (*pgx.Conn, error) {
 }
 
 // parseDSN checks the configured DSN; one that does not parse is a
-// configuration error (exit 2) naming where it came from.
+// configuration error (exit 2) naming where it came from. pgx fills in what
+// the DSN leaves out from PG* environment variables, and a bad one
+// (PGCONNECT_TIMEOUT=abc) fails the same way; it was blamed on the DSN. So
+// when the error is about a setting that such a variable gives, and the
+// variable's value alone fails the same way, the variable is named instead.
 func parseDSN(cfg *config.Config) (*pgx.ConnConfig, error) {
 	pc, err := pgx.ParseConfig(cfg.DSN)
-	if err != nil {
-		from := "[database] DSN in " + cfg.Path
-		if os.Getenv("PEPSI_DSN") != "" {
-			from = "PEPSI_DSN"
-		}
-		return nil, invalid("%s: %v", from, err)
+	if err == nil {
+		return pc, nil
 	}
-	return pc, nil
+	// why is an error of ParseConfig without its "cannot parse `DSN`: ".
+	why := func(err error) string {
+		s := err.Error()
+		if i := strings.LastIndex(s, "`: "); i >= 0 {
+			return s[i+len("`: "):]
+		}
+		return s
+	}
+	// The variables of pgconn's parseEnvSettings whose values ParseConfig
+	// checks, each with the setting it gives (pgx v5.12).
+	for _, v := range [][2]string{
+		{"PGPORT", "port"}, {"PGCONNECT_TIMEOUT", "connect_timeout"}, {"PGSSLMODE", "sslmode"},
+		{"PGSSLCERTMODE", "sslcertmode"}, {"PGTARGETSESSIONATTRS", "target_session_attrs"},
+		{"PGMINPROTOCOLVERSION", "min_protocol_version"}, {"PGMAXPROTOCOLVERSION", "max_protocol_version"},
+		{"PGCHANNELBINDING", "channel_binding"}, {"PGREQUIREAUTH", "require_auth"}, {"PGSERVICE", "service"},
+	} {
+		name, setting := v[0], v[1]
+		value := os.Getenv(name)
+		if value == "" || !strings.Contains(why(err), setting) {
+			continue
+		}
+		// The value given in a DSN of its own, where it wins over the
+		// variable, and over TCP, where TLS settings are checked too.
+		probe := "host=localhost " + setting + "='" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(value) + "'"
+		if _, perr := pgx.ParseConfig(probe); perr != nil && why(perr) == why(err) {
+			return nil, invalid("%s=%q in the environment: %s", name, value, why(err))
+		}
+	}
+	from := "[database] DSN in " + cfg.Path
+	if os.Getenv("PEPSI_DSN") != "" {
+		from = "PEPSI_DSN"
+	}
+	return nil, invalid("%s: %v", from, err)
 }
 
 // printTable writes a plain table: a header line and columns aligned with

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,3 +125,62 @@ func TestAliasInProcess(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestDSNEnvironment: a PG* variable that pgx reads and cannot parse is
+// named, not blamed on the DSN; a bad setting of the DSN itself still is,
+// and a setting the DSN gives wins over its variable.
+func TestDSNEnvironment(t *testing.T) {
+	nowhere := "host=/nonexistent-pepsi-socket-dir"
+	for _, tc := range []struct {
+		dsn  string
+		env  map[string]string
+		want string
+	}{
+		{nowhere, map[string]string{"PGCONNECT_TIMEOUT": "abc"},
+			`pepsi migrate status: PGCONNECT_TIMEOUT="abc" in the environment: invalid connect_timeout`},
+		{nowhere, map[string]string{"PGCONNECT_TIMEOUT": "-5"},
+			`pepsi migrate status: PGCONNECT_TIMEOUT="-5" in the environment: invalid connect_timeout (negative timeout)`},
+		{nowhere, map[string]string{"PGPORT": "99999"},
+			`pepsi migrate status: PGPORT="99999" in the environment: invalid port`},
+		{nowhere, map[string]string{"PGTARGETSESSIONATTRS": "whatever"},
+			`pepsi migrate status: PGTARGETSESSIONATTRS="whatever" in the environment: unknown target_session_attrs value: whatever`},
+		{"host=127.0.0.1", map[string]string{"PGSSLMODE": "sometimes"},
+			`pepsi migrate status: PGSSLMODE="sometimes" in the environment: failed to configure TLS (sslmode is invalid)`},
+		// Two variables set, one bad: the bad one is named.
+		{nowhere, map[string]string{"PGCONNECT_TIMEOUT": "5", "PGSSLCERTMODE": "maybe"},
+			`pepsi migrate status: PGSSLCERTMODE="maybe" in the environment: invalid sslcertmode`},
+		// The DSN's own bad setting: the DSN, whatever the variable.
+		{nowhere + " connect_timeout=xyz", map[string]string{"PGCONNECT_TIMEOUT": "5"},
+			"pepsi migrate status: PEPSI_DSN: cannot parse"},
+		{nowhere + " connect_timeout=xyz", map[string]string{"PGCONNECT_TIMEOUT": "abc"},
+			"pepsi migrate status: PEPSI_DSN: cannot parse"},
+	} {
+		env(t, tc.dsn, "")
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		r := pepsi(t, "", "migrate", "status")
+		r.wantCode(t, 2)
+		r.wantOneError(t, tc.want)
+		for k := range tc.env {
+			os.Unsetenv(k)
+		}
+	}
+	// A setting the DSN gives wins: the variable is not read, and the DSN
+	// gets as far as connecting.
+	env(t, nowhere+" connect_timeout=3", "")
+	t.Setenv("PGCONNECT_TIMEOUT", "abc")
+	r := pepsi(t, "", "migrate", "status")
+	r.wantCode(t, 1)
+	r.wantOneError(t, "pepsi migrate status: connect:")
+	// From the file, the variable is named just the same.
+	os.Unsetenv("PGCONNECT_TIMEOUT")
+	path := env(t, "", "[database]\nDSN = "+nowhere+"\n")
+	t.Setenv("PGPORT", "x")
+	r = pepsi(t, "", "migrate", "status")
+	r.wantCode(t, 2)
+	r.wantOneError(t, `pepsi migrate status: PGPORT="x" in the environment: invalid port`)
+	if strings.Contains(r.stderr, path) {
+		t.Errorf("blamed on the file: %s", r.stderr)
+	}
+}
