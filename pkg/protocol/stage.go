@@ -9,8 +9,8 @@ import (
 // [stage-NAME] section of pepsi.conf, a status line's next:STAGE and
 // STAGE=SECONDS, pepsi enqueue --stage, the stage flags of pepsi queue and
 // pkg/worker's outcomes, so that every configured stage can be named on a
-// status line. (The SQL functions, pepsi.enqueue and pepsi.advance, refuse
-// only an empty stage.)
+// status line. The SQL functions (pepsi.enqueue, pepsi.advance) apply the
+// same rule in pepsi.check_stage (sql/013_hostile_input.sql).
 
 // maxStage is the longest stage name, in bytes.
 const maxStage = 63

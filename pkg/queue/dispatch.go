@@ -302,7 +302,10 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
-// Rows the stage finished, paused or failed are left alone. cur locks the
+// Rows the stage finished, paused or failed are left alone, but for the
+// stage a paused row was handed at (handed), cleared: until then the
+// resume leaves the row alone, so a short pause is never claimed again
+// before the pass that paused it is settled. cur locks the
 // unfinished rows first, one primary-key lookup of state_live per verdict
 // (the locking subquery is not flattened into a join that could scan the
 // table), and reads them as locked, so that what it reports and
@@ -368,6 +371,10 @@ WITH cur AS (
       FROM cur x
      WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'running' AND s.status IN ('pending', 'running', 'paused')
     RETURNING s.id, s.stage, x.handed, s.status, s.timeout
+), unhand AS (
+    UPDATE pepsi.state_live s SET handed = NULL
+      FROM cur x
+     WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'paused' AND s.handed IS NOT NULL
 )
 SELECT id, 'running', stage, handed, status, timeout FROM upd
 UNION ALL
@@ -433,11 +440,15 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 // ResetRunning puts every running row handed out at stages back to
 // pending (orphans of a dispatcher of those stages that is gone, wherever
 // their stage programs advanced them; no stages: every running row) and
-// returns how many it reset.
+// returns how many it reset. The paused rows of those passes are made
+// resumable (their pass will never be settled).
 func (db *DB) ResetRunning(ctx context.Context, stages ...string) (int64, error) {
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.execFenced(ctx, `UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
+		tag, err := db.execFenced(ctx, `WITH unhand AS (
+			UPDATE pepsi.state SET handed = NULL
+			 WHERE status = 'paused' AND handed IS NOT NULL AND ($1::text[] IS NULL OR handed = ANY($1)))
+			UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
 			flow_key = `+flowKeyHere+`
 			WHERE status = 'running' AND ($1::text[] IS NULL OR `+handedAt+` = ANY($1))`, stages)
 		n = tag.RowsAffected()
@@ -449,7 +460,7 @@ func (db *DB) ResetRunning(ctx context.Context, stages ...string) (int64, error)
 // flowKeyAt, followed by a stage (an SQL expression) and ")", is the key
 // the message of pepsi.state s has at that stage (see sql/008_flow_key.sql):
 // every statement that makes a row pending at a new stage sets it so.
-const flowKeyAt = `(SELECT m.headers ->> k.header FROM pepsi.flow_keys k, pepsi.message m
+const flowKeyAt = `(SELECT pepsi.flow_key(m.headers ->> k.header) FROM pepsi.flow_keys k, pepsi.message m
                   WHERE m.id = s.id AND k.stage = `
 
 // flowKeyHere is the key of row s at its own stage: the resets set it,
@@ -461,11 +472,12 @@ const handedAt = "coalesce(handed, stage)"
 
 // resumeSQL flips due paused rows at the stages $1 (NULL: every stage) to
 // pending and returns how many, and when the next paused row there falls
-// due.
+// due. A row whose pass is not settled yet (handed: see settleSQL) waits
+// for its settle, which reports when it falls due.
 const resumeSQL = `
 WITH due AS (
     UPDATE pepsi.state SET status = 'pending', timeout = NULL, updated_at = now()
-     WHERE status = 'paused' AND timeout <= now() AND ($1::text[] IS NULL OR stage = ANY($1))
+     WHERE status = 'paused' AND timeout <= now() AND handed IS NULL AND ($1::text[] IS NULL OR stage = ANY($1))
     RETURNING id
 )
 SELECT (SELECT count(*) FROM due),

@@ -20,7 +20,7 @@ type FlowKey struct {
 
 // flowKeySQL is the key messages with headers $2 have at stage $1 (no row
 // or NULL: none).
-const flowKeySQL = `SELECT $2::jsonb ->> header FROM pepsi.flow_keys WHERE stage = $1`
+const flowKeySQL = `SELECT pepsi.flow_key($2::jsonb ->> header) FROM pepsi.flow_keys WHERE stage = $1`
 
 // flowLockTimeout bounds SetFlowKeys' wait for the ingress transactions
 // that read pepsi.flow_keys: while it waits, new ones queue behind it.

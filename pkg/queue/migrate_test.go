@@ -1,7 +1,9 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -241,13 +243,20 @@ func TestMessageDeleteCascades(t *testing.T) {
 func TestMigrateLockTimeout(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)
-	extra := fstest.MapFS{"013_column.sql": {Data: []byte("ALTER TABLE pepsi.state ADD COLUMN test_col integer")}}
+	known, err := queue.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := len(known) + 1
+	name := fmt.Sprintf("%03d_column", next)
+	extra := fstest.MapFS{name + ".sql": {Data: []byte("ALTER TABLE pepsi.state ADD COLUMN test_col integer")}}
 
 	hold := func() pgx.Tx {
 		tx, err := db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // before the pool closes
 		if _, err := tx.Exec(ctx, "LOCK pepsi.state IN ROW EXCLUSIVE MODE"); err != nil {
 			t.Fatal(err)
 		}
@@ -259,9 +268,9 @@ func TestMigrateLockTimeout(t *testing.T) {
 	waits := 0
 	o := queue.MigrateOptions{LockTimeout: 50 * time.Millisecond, Tries: 3, Waiting: func(m queue.Migration, try int, err error) { waits++ }}
 	applied, err := queue.MigrateFSForTest(ctx, connect(t, dsn), extra, o)
-	if !errors.Is(err, queue.ErrMigrateLocked) || !strings.Contains(err.Error(), "migration 013_column: ") ||
+	if !errors.Is(err, queue.ErrMigrateLocked) || !strings.Contains(err.Error(), "migration "+name+": ") ||
 		!strings.Contains(err.Error(), "stop the dispatchers") {
-		t.Fatalf("Migrate with pepsi.state held: %v, want ErrMigrateLocked naming 013_column and what to do", err)
+		t.Fatalf("Migrate with pepsi.state held: %v, want ErrMigrateLocked naming %s and what to do", err, name)
 	}
 	if len(applied) != 0 || waits != 2 {
 		t.Errorf("applied %v after %d waits, want none after 2", applied, waits)
@@ -277,8 +286,8 @@ func TestMigrateLockTimeout(t *testing.T) {
 		}
 	}
 	applied, err = queue.MigrateFSForTest(ctx, connect(t, dsn), extra, o)
-	if err != nil || len(applied) != 1 || applied[0].Version != 13 {
-		t.Fatalf("Migrate once pepsi.state is free: applied %v, %v; want 013", applied, err)
+	if err != nil || len(applied) != 1 || applied[0].Version != next {
+		t.Fatalf("Migrate once pepsi.state is free: applied %v, %v; want %s", applied, err, name)
 	}
 	if waits < 1 {
 		t.Errorf("%d waits, want at least 1", waits)

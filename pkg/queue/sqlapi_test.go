@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,12 +70,21 @@ func TestSQLEnqueue(t *testing.T) {
 		t.Fatalf("enqueue with defaults: %v", err)
 	}
 
-	// An empty stage is refused.
-	for _, stage := range []any{"", nil} {
-		_, err := db.Pool.Exec(ctx, "SELECT pepsi.enqueue($1::text, ''::bytea, '{}'::jsonb)", stage)
-		if sqlState(err) != pgerrcode.InvalidParameterValue {
-			t.Fatalf("enqueue at stage %v: %v, want SQLSTATE 22023", stage, err)
+	// A stage the rest of pepsi could not name is refused (protocol.CheckStage),
+	// with and without a deduplication key; a key over 1024 bytes too.
+	for _, stage := range []any{"", nil, "stage with spaces", strings.Repeat("s", 64), "é", "a;b"} {
+		for _, key := range []any{nil, "k"} {
+			_, err := db.Pool.Exec(ctx, "SELECT pepsi.enqueue($1::text, ''::bytea, '{}'::jsonb, 0, $2)", stage, key)
+			if sqlState(err) != pgerrcode.InvalidParameterValue {
+				t.Fatalf("enqueue at stage %v, key %v: %v, want SQLSTATE 22023", stage, key, err)
+			}
 		}
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.enqueue('a', ''::bytea, '{}'::jsonb, 0, $1)", strings.Repeat("k", 1025)); sqlState(err) != pgerrcode.InvalidParameterValue {
+		t.Fatalf("enqueue with a key of 1025 bytes: %v, want SQLSTATE 22023", err)
+	}
+	if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue($1, ''::bytea, '{}'::jsonb, 0, $2)", strings.Repeat("s", 63), strings.Repeat("k", 1024)).Scan(&id); err != nil {
+		t.Fatalf("enqueue at a 63-byte stage with a 1024-byte key: %v", err)
 	}
 }
 
@@ -119,8 +129,10 @@ func TestSQLTransitions(t *testing.T) {
 	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "next" {
 		t.Fatalf("after advance: %+v, want running at next", r)
 	}
-	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, '')", id); sqlState(err) != pgerrcode.InvalidParameterValue {
-		t.Fatalf("advance to an empty stage: %v, want 22023", err)
+	for _, stage := range []string{"", "a b", strings.Repeat("s", 64)} {
+		if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, $2)", id, stage); sqlState(err) != pgerrcode.InvalidParameterValue {
+			t.Fatalf("advance to stage %q: %v, want 22023", stage, err)
+		}
 	}
 	// It can advance again while still running.
 	exec(t, db, "SELECT pepsi.advance($1, 'third')", id)
@@ -147,11 +159,20 @@ func TestSQLTransitions(t *testing.T) {
 	if lo, hi := before.Add(90*time.Second), after.Add(90*time.Second); r.Timeout.Before(lo) || r.Timeout.After(hi) {
 		t.Fatalf("pause timeout %v, want within [%v, %v]", *r.Timeout, lo, hi)
 	}
-	// A NULL delay pauses until now.
+	// A delay of 0 pauses until now; NULL or a negative one is refused and
+	// leaves the row running.
 	id = seed1(t, db, "s", queue.Running)
-	exec(t, db, "SELECT pepsi.pause($1, NULL)", id)
+	for _, delay := range []string{"NULL", "interval '-1 second'", "interval '-1 day 2 hours'"} {
+		if _, err := db.Pool.Exec(ctx, "SELECT pepsi.pause($1, "+delay+")", id); sqlState(err) != pgerrcode.InvalidParameterValue {
+			t.Fatalf("pause with delay %s: %v, want 22023", delay, err)
+		}
+		if r := getState(t, db, id); r.Status != queue.Running {
+			t.Fatalf("after a refused pause with delay %s: %+v, want running", delay, r)
+		}
+	}
+	exec(t, db, "SELECT pepsi.pause($1, '0')", id)
 	if r := getState(t, db, id); r.Status != queue.Paused || r.Timeout == nil || r.Timeout.After(serverNow(t, db)) {
-		t.Fatalf("after pause with NULL delay: %+v", r)
+		t.Fatalf("after pause with delay 0: %+v", r)
 	}
 
 	// fail: failed, error = reason.

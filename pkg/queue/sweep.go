@@ -10,14 +10,19 @@ import (
 // claimed but lost track of (a claim whose answer was lost with its
 // connection, a dispatcher killed outright). With stages, only rows handed
 // out at those stages are reset (a dispatcher with a stage set sweeps its
-// own).
+// own). Paused rows of passes not held are made resumable (see
+// settleSQL).
 func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Duration, stages ...string) (int64, error) {
 	if held == nil {
 		held = []int64{}
 	}
 	var n int64
 	err := retry(ctx, func() error {
-		tag, err := db.execFenced(ctx, `UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
+		tag, err := db.execFenced(ctx, `WITH unhand AS (
+			UPDATE pepsi.state SET handed = NULL
+			 WHERE status = 'paused' AND handed IS NOT NULL AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
+			   AND ($3::text[] IS NULL OR handed = ANY($3)))
+			UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
 			flow_key = `+flowKeyHere+`
 			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
 			  AND ($3::text[] IS NULL OR `+handedAt+` = ANY($3))`, held, olderThan, stages)
