@@ -30,6 +30,9 @@ type pipeline struct {
 	rate          string // the first stage's RATE, or ""
 	keys          int    // messages get a header customer of this many values (0: no headers)
 	keyed         bool   // every stage has KEY = header:customer
+	keyLimit      int    // KEY_LIMIT of the keyed stages (0: the default, 1)
+	keyFirst      bool   // only the first stage has KEY
+	apart         bool   // each stage finishes its messages: no stage advances to the next
 	retention     string // RETENTION, or "" for the default
 	statsInterval string // STATS_INTERVAL, or "" for 60
 }
@@ -72,7 +75,7 @@ func (b *bench) conf(p pipeline) (string, error) {
 	}
 	for i, s := range p.stages {
 		prog := shellQuote(b.o.Exe) + " bench stage --mode " + p.mode
-		if i+1 < len(p.stages) {
+		if i+1 < len(p.stages) && !p.apart {
 			prog += " --next " + p.stages[i+1]
 		}
 		fmt.Fprintf(&c, "\n[stage-%s]\nPROGRAM = %s\nPARALLELISM = %d\nQUEUE_LIMIT = %d\nMAX_MESSAGES = %d\n",
@@ -80,8 +83,11 @@ func (b *bench) conf(p pipeline) (string, error) {
 		if i == 0 && p.rate != "" {
 			fmt.Fprintf(&c, "RATE = %s\n", p.rate)
 		}
-		if p.keyed {
+		if p.keyed && (i == 0 || !p.keyFirst) {
 			c.WriteString("KEY = header:customer\n")
+			if p.keyLimit > 1 {
+				fmt.Fprintf(&c, "KEY_LIMIT = %d\n", p.keyLimit)
+			}
 		}
 	}
 	path := b.path(strings.ReplaceAll(p.name, " ", "-") + ".conf")

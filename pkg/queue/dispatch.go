@@ -83,22 +83,39 @@ SELECT id, stage, priority, flow_key, 0 FROM upd`
 
 // claimKeyedSQL is claimSQL with stages that have KEY ($3 to $6): there
 // a message of key k is taken only while the messages of k in flight (the
-// dispatcher's count: $6, per stage a JSON object of key → messages held,
-// looked up by binary search) and the earlier messages of k pending or
-// paused at the stage (an index probe of state_flow) are together fewer
-// than KEY_LIMIT. With KEY_LIMIT = 1 that is: k is not held
+// dispatcher's count: $6, per stage a JSON object of key → messages held)
+// and the earlier messages of k pending or paused at the stage are
+// together fewer than KEY_LIMIT. With KEY_LIMIT = 1 that is: k is not held
 // and this is its earliest unfinished message there, so a key's messages
 // pass one at a time in ingress order, and a paused retry holds its key's
-// place. Messages without a key pass freely. The walk reads past the rows
-// of keys that are full, stopping at the cap.
+// place. Messages without a key pass freely.
+//
+// A keyed stage's claim costs what it can take, not its backlog:
+//   - walk: the first 2 × cap + 16 pending rows in (priority, id) order,
+//     each checked with one probe of state_flow until cap have passed.
+//     Where keys are many, the cap is found here;
+//   - heads: when the window was full and the walk found less than its
+//     cap (a backlog of a few keys, most of them held), a skip over the
+//     distinct keys of state_flow (one descent a key, at most 10 000 keys)
+//     takes each key's first KEY_LIMIT unfinished messages, less those it
+//     has in flight, and keeps the pending ones.
+//
+// The two are merged in (priority, id) order up to the cap. A message
+// without a key behind more than the window of keyed ones waits until the
+// backlog ahead of it is shorter than the window.
 const claimKeyedSQL = `
 WITH picked AS (` + claimPickSQL + `    UNION ALL
     SELECT p.ctid, p.id, p.updated_at
       FROM unnest($3::text[], $4::int[], $5::int[], $6::jsonb[]) AS c(stage, cap, lim, held)
      CROSS JOIN LATERAL (
-           SELECT s.ctid, s.id, s.updated_at FROM pepsi.state_live s
-            WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
-              AND (s.flow_key IS NULL OR CASE WHEN c.lim = 1 THEN
+        WITH win AS MATERIALIZED (
+            SELECT s.ctid, s.id, s.updated_at, s.priority, s.flow_key FROM pepsi.state_live s
+             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
+             ORDER BY s.stage, s.priority, s.id
+             LIMIT 2 * c.cap + 16
+        ), walk AS MATERIALIZED (
+            SELECT s.ctid, s.id, s.updated_at, s.priority FROM win s
+             WHERE s.flow_key IS NULL OR CASE WHEN c.lim = 1 THEN
                      NOT c.held ? s.flow_key
                      AND NOT EXISTS (SELECT FROM pepsi.state_live e
                                       WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
@@ -109,9 +126,32 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
                           WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
                             AND e.status IN ('pending', 'paused')
                           LIMIT c.lim) e) < c.lim
-                   END)
-            ORDER BY s.stage, s.priority, s.id
-            LIMIT c.cap) p
+                   END
+             LIMIT c.cap -- win is in (priority, id) order: the first cap that pass are the best
+        ), heads AS (
+            WITH RECURSIVE k(key, n) AS (
+                SELECT (SELECT e.flow_key FROM pepsi.state_live e
+                         WHERE e.stage = c.stage AND e.flow_key IS NOT NULL AND e.status IN ('pending', 'paused')
+                         ORDER BY e.stage, e.flow_key LIMIT 1), 1
+                 WHERE (SELECT count(*) FROM walk) < c.cap AND (SELECT count(*) FROM win) > 2 * c.cap + 15
+              UNION ALL
+                SELECT (SELECT e.flow_key FROM pepsi.state_live e
+                         WHERE e.stage = c.stage AND e.flow_key > k.key AND e.flow_key IS NOT NULL
+                           AND e.status IN ('pending', 'paused')
+                         ORDER BY e.stage, e.flow_key LIMIT 1), k.n + 1
+                  FROM k WHERE k.key IS NOT NULL AND k.n < 10000
+            )
+            SELECT h.ctid, h.id, h.updated_at, h.priority FROM k
+             CROSS JOIN LATERAL (
+                 SELECT e.ctid, e.id, e.updated_at, e.priority, e.status FROM pepsi.state_live e
+                  WHERE e.stage = c.stage AND e.flow_key = k.key AND e.status IN ('pending', 'paused')
+                  ORDER BY e.stage, e.flow_key, e.id
+                  LIMIT greatest(c.lim - coalesce((c.held ->> k.key)::int, 0), 0)) h
+             WHERE k.key IS NOT NULL AND h.status = 'pending'
+        )
+        SELECT u.ctid, u.id, u.updated_at FROM (SELECT * FROM walk UNION SELECT * FROM heads) u
+         ORDER BY u.priority, u.id
+         LIMIT c.cap) p
 ` + claimUpdateSQL
 
 // Claim moves pending rows to running on q, each stage up to its cap, and

@@ -155,3 +155,54 @@ func TestMigrateFlowKey(t *testing.T) {
 		t.Fatalf("claim after 008: %+v, %v; want ids 1 and 3 without keys", c, err)
 	}
 }
+
+// TestClaimKeyedHeads: where the first rows of a keyed stage are all of
+// held keys (more of them than the claim's window), the claim still finds
+// the other keys' heads behind them, in (priority, id) order: at
+// KEY_LIMIT 1 each free key's earliest message unless a paused one holds
+// its place, at KEY_LIMIT 2 the first two unfinished messages of a key
+// less those in flight.
+func TestClaimKeyedHeads(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	if _, _, err := db.SetFlowKeys(ctx, []string{"k"}, []queue.FlowKey{{Stage: "k", Header: "customer", Limit: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	enq := func(customer string, prio int32) int64 {
+		t.Helper()
+		id, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "k", Headers: map[string]string{"customer": customer}, Priority: prio})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	for range 200 {
+		enq("hot", 0) // the held key's backlog: far more than a window
+	}
+	b1, b2, _ := enq("b", 0), enq("b", 0), enq("b", 0)
+	c1, c2 := enq("c", 0), enq("c", 0)
+	d1 := enq("d", 5) // a later priority: after every priority-0 head
+	e1 := enq("e", -1)
+	exec(t, db, "UPDATE pepsi.state SET status = 'paused', timeout = now() + interval '1 hour' WHERE id = $1", c1)
+
+	hot := queue.HeldKey{Key: "hot", N: 1}
+	ids, _ := keyedClaim(t, db, "k", 4, 1, hot)
+	if want := []int64{b1, d1, e1}; !slices.Equal(ids, want) {
+		t.Errorf("KEY_LIMIT 1, hot held: claimed %v, want %v (b's head, d, e; c held by its paused head)", ids, want)
+	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'pending', attempts = 0 WHERE id = ANY($1)", ids)
+
+	// The cap takes the best by priority: e (-1), then b's head (0).
+	if ids, _ := keyedClaim(t, db, "k", 2, 1, hot); !slices.Equal(ids, []int64{b1, e1}) {
+		t.Errorf("KEY_LIMIT 1, cap 2: claimed %v, want %v", ids, []int64{b1, e1})
+	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'pending', attempts = 0 WHERE status = 'running'")
+
+	// KEY_LIMIT 2 with hot at its limit and one of b in flight (b1,
+	// running): b2 only; c2 behind its paused head; d1, e1.
+	exec(t, db, "UPDATE pepsi.state SET status = 'running' WHERE id = $1", b1)
+	ids, _ = keyedClaim(t, db, "k", 8, 2, queue.HeldKey{Key: "hot", N: 2}, queue.HeldKey{Key: "b", N: 1})
+	if want := []int64{b2, c2, d1, e1}; !slices.Equal(ids, want) {
+		t.Errorf("KEY_LIMIT 2: claimed %v, want %v", ids, want)
+	}
+}
