@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -22,11 +23,12 @@ func dispatchCommand() *cli.Command {
 		Usage:     "run the coordinator that hands messages to stage workers",
 		UsageText: "pepsi dispatch [--stages LIST] [--standby] [--log-level LEVEL] [--log-format text|json]",
 		Description: "Claims queued messages and feeds their ids to the stage programs of the\n" +
-			"configuration, until SIGINT or SIGTERM. Each stage has at most one running\n" +
-			"dispatcher: by default a dispatcher owns every stage and excludes every\n" +
-			"other one; with --stages (or STAGES) it owns those stages only, and other\n" +
-			"dispatchers, on other hosts, may own the rest. A dispatcher whose stages\n" +
-			"are owned exits 1, or with --standby waits to take them over.",
+			"configuration, until SIGINT, SIGTERM, SIGHUP or SIGQUIT. Each stage has at\n" +
+			"most one running dispatcher: by default a dispatcher owns every stage and\n" +
+			"excludes every other one; with --stages (or STAGES) it owns those stages\n" +
+			"only, and other dispatchers, on other hosts, may own the rest. A\n" +
+			"dispatcher whose stages are owned exits 1, or with --standby waits to take\n" +
+			"them over.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "stages", Usage: "own only the stages of `LIST` (comma-separated; overrides STAGES)"},
 			&cli.BoolFlag{Name: "standby", DisableDefaultText: true, Usage: "wait until every stage of the set is free, then take over"},
@@ -46,6 +48,17 @@ func runDispatch(c *cli.Context) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
+	}
+	// The DSNs are parsed here, as by the other commands, so that a bad
+	// one, or a bad PG* variable, is named (exit 2); whether WORKER_DSN
+	// reaches the dispatcher's database is checked once connected.
+	if _, err := parseDSN(cfg); err != nil {
+		return err
+	}
+	if cfg.WorkerDSN != "" {
+		if _, err := pgx.ParseConfig(cfg.WorkerDSN); err != nil {
+			return invalid("[database] WORKER_DSN in %s: %v", cfg.Path, err)
+		}
 	}
 	if c.IsSet("stages") {
 		if err := cfg.SetStages(c.String("stages")); err != nil {
@@ -85,9 +98,11 @@ func runDispatch(c *cli.Context) error {
 			_ = srv.Stop(ctx)
 		}()
 	}
-	// SIGHUP (a closed terminal) stops it cleanly too, rather than killing it
-	// with its messages left running.
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// SIGHUP (a closed terminal) and SIGQUIT (Ctrl-\, pkill -QUIT) stop it
+	// cleanly too, rather than killing it with its messages left running:
+	// Go's default for SIGQUIT, a goroutine dump and exit 2, is never what
+	// an operator stopping a daemon wants. SIGABRT still dumps.
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer stop()
 	return d.Run(ctx)
 }

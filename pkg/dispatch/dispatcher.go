@@ -266,6 +266,9 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 		}
 		return nil, lis, err
 	}
+	if err := d.checkWorkerDSN(ctx, lis); err != nil {
+		return nil, lis, err
+	}
 	if err := d.checkLimits(ctx, lis); err != nil {
 		return nil, lis, err
 	}
@@ -309,6 +312,28 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "set", d.set, "janitor", d.janitor.Load(), "orphans_reset", n,
 		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile, "procs", runtime.GOMAXPROCS(0))
 	return db, lis, nil
+}
+
+// checkWorkerDSN refuses a WORKER_DSN that does not reach the database
+// DSN reaches, where every message would fail in its stage: another
+// database is a configuration error (exit 2), one that cannot be
+// connected to a runtime one. It runs before the lock is waited for, so
+// that a standby finds out at start, not when it takes over.
+func (d *Dispatcher) checkWorkerDSN(ctx context.Context, lis *queue.Listener) error {
+	if d.cfg.WorkerDSN == "" {
+		return nil
+	}
+	err := lis.CheckWorkerDSN(ctx, d.cfg.WorkerDSN)
+	var oe *queue.OtherDatabaseError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return errStopped
+	case errors.As(err, &oe):
+		return &config.Error{File: nameOf(d.cfg), Msg: "WORKER_DSN " + oe.Error()}
+	}
+	return fmt.Errorf("%s: WORKER_DSN: %w", nameOf(d.cfg), err)
 }
 
 // errStopped is returned by start when a signal came before dispatching

@@ -64,23 +64,108 @@ func startProcess(w *worker, spec spawnSpec) (*process, error) {
 	closeAll(inR, outW, errW) // the child has its copies
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, stdin: inW, feed: make(chan []byte, spec.feed)}
 	log := spec.log.With("stage", spec.stage, "pid", p.pid)
-	readDone := make(chan struct{})
+	out, errs := &exitPipe{f: outR}, &exitPipe{f: errR}
+	readDone, relayDone := make(chan struct{}), make(chan struct{})
 	go p.write()
-	go newStderrRelay(log, spec.stage, spec.obs, time.Now).run(errR)
 	go func() {
-		defer close(readDone)
-		readAnswers(outR, w, spec.events)
+		defer close(relayDone)
+		newStderrRelay(log, spec.stage, spec.obs, time.Now).run(errs)
 	}()
 	go func() {
+		defer close(readDone)
+		readAnswers(out, w, spec.events)
+	}()
+	go func() {
+		// The exit is the process's, not the end of its pipes: a process
+		// it started in a session of its own (setsid) is out of reach of
+		// the kill of its group and may hold them open for ever.
 		err := cmd.Wait()
-		// Whatever the program left behind in its group goes with it, so
-		// that nothing holds its stdout open.
+		// Whatever the program left behind in its group goes with it.
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Its pipes are read to what they hold, then let go; a write to
+		// its stdin that such a process holds and does not read ends.
+		out.exited()
+		errs.exited()
+		_ = p.stdin.SetWriteDeadline(time.Unix(1, 0))
 		<-readDone
+		<-relayDone
+		if out.held || errs.held {
+			// Out of reach of the kill of its group (setsid): its output
+			// is no longer read, and it may live on.
+			log.Warn("worker exited; a process it left behind holds its stdout or stderr open")
+		}
 		spec.events <- event{kind: evExit, w: w, err: err}
 	}()
 	return p, nil
 }
+
+// exitDrain bounds what is read of a pipe once its worker has exited: a
+// process that holds it may keep writing. It is the largest pipe buffer
+// an unprivileged process may ask for (/proc/sys/fs/pipe-max-size), so
+// all that the worker wrote before it exited is read.
+const exitDrain = 1 << 20
+
+// exitPipe is the read end of a worker's stdout or stderr. It reads as
+// the file does until the worker has exited; from then on it takes what
+// the pipe already holds without waiting, and then ends as at EOF,
+// whoever else still holds the write end. Only its reader goroutine reads
+// it; exited may be called from another.
+type exitPipe struct {
+	f     *os.File
+	after bool // the worker has exited: reading what is left
+	left  int  // bytes that may still be read after the exit
+	held  bool // the end came with the write end still open
+}
+
+// Read reads the pipe; see exitPipe.
+func (p *exitPipe) Read(b []byte) (int, error) {
+	if !p.after {
+		n, err := p.f.Read(b)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		p.after, p.left = true, exitDrain
+	}
+	if p.left <= 0 {
+		p.held = true
+		return 0, io.EOF
+	}
+	// The deadline has passed, so the file's Read fails at once: read the
+	// descriptor itself, which the poller keeps non-blocking.
+	rc, err := p.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			n, rerr = syscall.Read(int(fd), b[:min(len(b), p.left)])
+			if !errors.Is(rerr, syscall.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	switch {
+	case errors.Is(rerr, syscall.EAGAIN):
+		p.held = true // empty, and a writer is left
+		return 0, io.EOF
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	p.left -= n
+	return n, nil
+}
+
+// exited makes reads stop waiting for more: the worker has exited.
+func (p *exitPipe) exited() { _ = p.f.SetReadDeadline(time.Unix(1, 0)) }
+
+// Close closes the pipe.
+func (p *exitPipe) Close() error { return p.f.Close() }
 
 func closeAll(fs ...*os.File) {
 	for _, f := range fs {
@@ -135,6 +220,11 @@ func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
 		if err != nil {
 			if len(batch) > 0 {
 				events <- event{kind: evAnswers, w: w, answers: batch}
+			}
+			if ep, ok := r.(*exitPipe); ok && ep.after && errors.Is(err, io.EOF) {
+				// The end came with the exit, whose event follows: there
+				// is no process left to stop for closing its stdout.
+				return
 			}
 			if errors.Is(err, io.EOF) {
 				events <- event{kind: evEOF, w: w}

@@ -31,13 +31,16 @@ func (d *Dispatcher) readyToWrapUp() bool {
 	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (len(d.settles) == 0 || d.lockless)
 }
 
-// stopped reports whether the loop may return: every worker gone, and
-// the last chore done or the database given up on.
+// stopped reports whether the loop may return: every worker gone and the
+// last chore done, or stopBy reached, whatever the workers and the
+// database still do. A worker's exit is its process's (see startProcess),
+// so one still there at stopBy did not die of the SIGKILL sent at
+// SHUTDOWN_GRACE.
 func (d *Dispatcher) stopped(now time.Time) bool {
-	if !d.stopping || d.workerCount() > 0 {
+	if !d.stopping {
 		return false
 	}
-	return (d.wrapped && !d.busy()) || !now.Before(d.stopBy)
+	return (d.workerCount() == 0 && d.wrapped && !d.busy()) || !now.Before(d.stopBy)
 }
 
 // finish reports what a stop left undone and returns the loop's result.
@@ -47,6 +50,16 @@ func (d *Dispatcher) finish(fatal error) error {
 	unsettled := len(d.settles)
 	if j := d.settler.job; j != nil {
 		unsettled += len(j.turn.Settles)
+	}
+	if n := d.workerCount(); n > 0 {
+		outstanding := 0
+		for _, p := range d.pools {
+			for _, w := range p.workers {
+				outstanding += w.inflight.len()
+			}
+		}
+		d.log.Error("giving up: workers did not exit after SIGKILL; their messages stay running until the next start resets them",
+			"workers", n, "count", outstanding, "waited", d.cfg.Dispatch.ShutdownGrace+stopSlack)
 	}
 	switch {
 	case unsettled > 0 && d.lockless:

@@ -58,35 +58,25 @@ func (l *Listener) CheckSession(ctx context.Context) error {
 	// must not feed the listener's buffer.
 	cfg.OnNotification = nil
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	host, _ := os.Hostname()
-	cfg.RuntimeParams["application_name"] = fmt.Sprintf("pepsi dispatch session check pid %d on %s", os.Getpid(), host)
-	probe, err := pgx.ConnectConfig(ctx, cfg)
+	probe, closeProbe, err := probeConn(ctx, cfg, "session check")
 	if err != nil {
-		return fmt.Errorf("session check: connect: %w", describe(err))
+		return fmt.Errorf("session check: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		probe.Close(cctx)
-	}()
+	defer closeProbe()
 	noSession := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrNoSession, fmt.Sprintf(format, args...))
 	}
 
 	// 1-3: one server process, holding its lock, across transactions.
-	key := rand.Int64()
 	var pid int32
-	var locked bool
-	if err := l.conn.QueryRow(ctx, "SELECT pg_backend_pid(), pg_try_advisory_lock($1)", key).Scan(&pid, &locked); err != nil {
-		return fmt.Errorf("session check: %w", err)
-	}
-	if !locked {
-		return fmt.Errorf("session check: probe lock %d is taken; try again", key)
+	key, err := l.probeLock(ctx, "session check", "pg_backend_pid()", &pid)
+	if err != nil {
+		return err
 	}
 	// Behind a pooler the unlock may reach another server connection; the
 	// probe lock, of a key nobody else uses, then stays on the one that
 	// took it until the pooler closes it, in nobody's way.
-	defer l.cleanup("SELECT pg_advisory_unlock($1)", key)
+	defer l.cleanup(probeUnlockSQL, key)
 	tx, err := probe.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("session check: %w", err)
@@ -108,9 +98,7 @@ func (l *Listener) CheckSession(ctx context.Context) error {
 	var again int32
 	var held bool
 	err = l.conn.QueryRow(wctx, `SELECT pg_backend_pid(), EXISTS (SELECT FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1
-		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((classid::bigint << 32) | objid::bigint) = $1)`, key).Scan(&again, &held)
+		WHERE pid = pg_backend_pid() AND `+probeLockGranted+`)`, key).Scan(&again, &held)
 	switch {
 	case err != nil && ctx.Err() == nil && wctx.Err() != nil:
 		return noSession("its session waited more than %v for a server connection", sessionWait)
@@ -149,6 +137,48 @@ func (l *Listener) CheckSession(ctx context.Context) error {
 		}
 	}
 }
+
+// probeConn opens a check's own short-lived connection with cfg, named
+// "pepsi dispatch CHECK pid N on HOST" in pg_stat_activity; done closes
+// it without waiting long for the server.
+func probeConn(ctx context.Context, cfg *pgx.ConnConfig, check string) (conn *pgx.Conn, done func(), err error) {
+	host, _ := os.Hostname()
+	cfg.RuntimeParams["application_name"] = fmt.Sprintf("pepsi dispatch %s pid %d on %s", check, os.Getpid(), host)
+	conn, err = pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", describe(err))
+	}
+	return conn, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}, nil
+}
+
+// probeLock takes an advisory lock of a random key on the listener's
+// session for check (named in its errors), and reads the expression also
+// into dst in the same statement. The caller releases it with
+// l.cleanup(probeUnlockSQL, key).
+func (l *Listener) probeLock(ctx context.Context, check, also string, dst any) (key int64, err error) {
+	key = rand.Int64()
+	var locked bool
+	if err := l.conn.QueryRow(ctx, "SELECT "+also+", pg_try_advisory_lock($1)", key).Scan(dst, &locked); err != nil {
+		return 0, fmt.Errorf("%s: %w", check, err)
+	}
+	if !locked {
+		return 0, fmt.Errorf("%s: probe lock %d is taken; try again", check, key)
+	}
+	return key, nil
+}
+
+// probeUnlockSQL releases a probe lock.
+const probeUnlockSQL = "SELECT pg_advisory_unlock($1)"
+
+// probeLockGranted is the condition on a pg_locks row that it is the
+// probe lock of key $1, granted, in the session's own database.
+const probeLockGranted = `locktype = 'advisory' AND granted AND objsubid = 1
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((classid::bigint << 32) | objid::bigint) = $1`
 
 // cleanup runs a statement that undoes part of CheckSession on the
 // listener, if it still can, without waiting long for it.
