@@ -40,6 +40,11 @@ def log(*args):
     print("stage.py:", *args, file=sys.stderr, flush=True)
 
 
+# The status (and exit status) that says the database, not the message,
+# failed: the dispatcher puts the message back (pepsi-worker(7)).
+NOT_RUN = 75
+
+
 class NotRunning(Exception):
     pass
 
@@ -87,7 +92,7 @@ def main():
         conn = psycopg2.connect(dsn, application_name="pepsi-worker " + stage)
     except psycopg2.Error as e:
         log("connect:", str(e).strip())
-        return 1
+        return NOT_RUN
 
     out = sys.stdout
     while True:
@@ -106,12 +111,15 @@ def main():
             out.write("0\n")
         except (NotRunning, psycopg2.Error) as e:
             reason = " ".join(str(e).split())
+            if conn.closed:
+                # Not the message's fault: 75 (NOT_RUN) puts it back
+                # without counting the pass, and so does the exit status.
+                log(f"message {msg_id} not run: database connection lost: {reason}")
+                out.write(f"{NOT_RUN} # database connection lost: {reason}\n")
+                out.flush()
+                return NOT_RUN
             log(f"message {msg_id}: {reason}")
             out.write(f"1 # {reason}\n")
-            if conn.closed:
-                out.flush()
-                log("database connection lost")
-                return 1
         out.flush()
 
 

@@ -81,6 +81,12 @@ while IFS= read -r id; do
 	# Its errors are kept for the status line.
 	if err=$(printf '%s' "$pass" | psql -X -q -w -d "$PEPSI_DSN" "$@" 2>&1 >/dev/null); then
 		echo 0
+	elif [ $? -eq 2 ]; then
+		# psql's 2: the connection went bad. Not the message's fault: 75
+		# puts it back without counting the pass (pepsi-worker(7)).
+		err=$(printf '%s' "$err" | tr '\n' ' ')
+		echo "stage.sh: message $id not run: $err" >&2
+		echo "75 # not run: ${err:-connection lost}"
 	else
 		err=$(printf '%s' "$err" | tr '\n' ' ')
 		case $err in

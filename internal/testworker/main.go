@@ -64,7 +64,7 @@ func main() {
 		}
 		if conn == nil {
 			if conn, err = connect(ctx, stage); err != nil {
-				fmt.Fprintf(os.Stdout, "1 # reconnect: %s\n", oneLine(err))
+				fmt.Fprintf(os.Stdout, "75 # not run: reconnect: %s\n", oneLine(err)) // protocol.NotRun
 				continue
 			}
 			fmt.Fprintln(os.Stderr, "testworker: reconnected")
@@ -74,6 +74,8 @@ func main() {
 			if broken(ctx, conn) {
 				conn.Close(ctx)
 				conn = nil
+				fmt.Fprintf(os.Stdout, "75 # not run: %s\n", oneLine(err)) // protocol.NotRun
+				continue
 			}
 			fmt.Fprintf(os.Stdout, "1 # %s\n", oneLine(err))
 			continue

@@ -383,6 +383,15 @@ func (c *cluster) stop() {
 	}
 }
 
+// stopImmediate stops the server as a crash would (pg_ctl stop -m
+// immediate: no checkpoint, crash recovery at the next start).
+func (c *cluster) stopImmediate() {
+	c.t.Helper()
+	if out, err := c.run("stop", "--immediate"); err != nil {
+		c.t.Fatalf("pg-local stop --immediate: %v\n%s", err, out)
+	}
+}
+
 // start starts it again.
 func (c *cluster) start() {
 	c.t.Helper()

@@ -110,6 +110,7 @@ func (d *Dispatcher) finishClaim(j *job, now time.Time) {
 		return
 	}
 	d.backoff.reset()
+	d.outage.failing = false
 	busy := res.Resumed > 0 || len(res.Claimed) > 0 || d.tokensSoon(now)
 	d.waker.done(t, res, busy, j.gen != d.wakeGen, now)
 	if res.Admitted >= queue.AdmitBatch {

@@ -82,6 +82,7 @@ type Dispatcher struct {
 	retryAt  time.Time // no queue work before this
 	backoff  backoff   // the wait before retryAt
 	lockless bool      // the lock session failed: no queue work until it is back with the lock
+	outage   outage    // what a database outage did to passes in flight
 
 	wakeGen uint64 // counts wakes, so a job's result does not hide a later one
 	waker   waker  // polling or waiting for notifications

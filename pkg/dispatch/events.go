@@ -44,6 +44,12 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		}
 		id := w.inflight.pop()
 		w.answered++
+		if st.Code == protocol.NotRun {
+			// The stage could not reach its database: no pass was made.
+			d.settles = append(d.settles, notRun(id, stage))
+			w.headAt = now
+			continue
+		}
 		d.tally.answered(stage, st.Code == 0, now.Sub(w.headAt), st.Fused)
 		d.observePass(stage, st, now.Sub(w.headAt))
 		if st.Code == 0 {
@@ -134,12 +140,17 @@ func (d *Dispatcher) timeout(w *worker, now time.Time) {
 // abandon fails the worker's head message with reason and puts the rest
 // back; the worker's later output is ignored.
 func (d *Dispatcher) abandon(w *worker, reason string) {
+	d.abandonWith(w, func(p *pool, id int64) { d.fail(p, id, reason) })
+}
+
+// abandonWith is abandon with the head message's verdict given by head.
+func (d *Dispatcher) abandonWith(w *worker, head func(p *pool, id int64)) {
 	w.gone = true
 	ids := w.inflight.drain()
 	stage := w.pool.cfg.Name
 	for i, id := range ids {
 		if i == 0 {
-			d.fail(w.pool, id, reason)
+			head(w.pool, id)
 		} else {
 			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.NotRun})
 		}
@@ -147,7 +158,9 @@ func (d *Dispatcher) abandon(w *worker, reason string) {
 }
 
 // exited removes a worker whose process ended. A worker that ends with
-// messages outstanding crashed: its head fails and the rest go back.
+// messages outstanding crashed: its head fails and the rest go back; one
+// that exits protocol.NotRun could not reach its database, and all go
+// back, as does a crash's head while the database is out (crashHead).
 func (d *Dispatcher) exited(w *worker, err error) {
 	p := w.pool
 	p.remove(w)
@@ -162,12 +175,20 @@ func (d *Dispatcher) exited(w *worker, err error) {
 		for _, id := range w.inflight.drain() {
 			d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
 		}
+	case w.inflight.len() > 0 && exitCode(err) == protocol.NotRun:
+		d.log.Warn("worker exited: its database is unreachable; its messages go back", "stage", p.cfg.Name,
+			"pid", w.proc.pid, "status", status, "outstanding", w.inflight.len())
+		d.abandonWith(w, func(p *pool, id int64) { d.settles = append(d.settles, notRun(id, p.cfg.Name)) })
+		if w.answered == 0 {
+			d.cooldown(p, d.now(), "worker died before its first answer")
+		}
 	case w.inflight.len() > 0:
 		d.log.Warn("worker crashed", "stage", p.cfg.Name, "pid", w.proc.pid, "status", status,
 			"pipelined", w.inflight.len()-1)
 		d.tally.stage(p.cfg.Name).Crashes++
 		d.obs.Passed(p.cfg.Name, ResultCrash, d.now().Sub(w.headAt))
-		d.abandon(w, "worker crashed: "+status)
+		reason := "worker crashed: " + status
+		d.abandonWith(w, func(p *pool, id int64) { d.crashHead(p, id, reason) })
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")
 		}

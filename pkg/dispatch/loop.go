@@ -120,6 +120,9 @@ func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	}
 	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 	d.obs.QueueRetry(reason(err))
+	if queue.IsOutage(err) {
+		d.dbDown()
+	}
 }
 
 // nextDeadline is when the loop must wake even without events. A lane

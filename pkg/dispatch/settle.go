@@ -68,6 +68,7 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 		d.dbFailed(now, "settle", j.err)
 		return
 	}
+	d.dbUp(t.Settles)
 	d.spare = t.Settles[:0]
 	d.backoff.reset()
 	d.releaseSettled(res.Settled)

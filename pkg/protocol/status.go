@@ -21,6 +21,17 @@ import (
 // MaxLine is the longest status line accepted, newline excluded.
 const MaxLine = 64 << 10
 
+// NotRun is the code (as a status line's CODE or a stage program's exit
+// status) that says the stage could not run the message because its
+// database was unreachable: the dispatcher puts the message back without
+// counting the pass against it (sysexits' EX_TEMPFAIL).
+const NotRun = 75
+
+// NotRunDelay is how long a message answered NotRun waits before it is
+// claimed again, so that a stage whose database is down is not handed it
+// at once, over and over.
+const NotRunDelay = 1.0 // seconds
+
 // Fused is a stage that ran inside another stage's pass, and for how long.
 type Fused struct {
 	Stage   string

@@ -286,8 +286,9 @@ const (
 	// protocol error): retried after a pause while the stage's RETRIES
 	// allow, then the message fails.
 	PassFailed Verdict = "failed"
-	// NotRun: the message was never run (or the dispatcher is stopping):
-	// back to pending, the claim's attempt taken back.
+	// NotRun: the message was never run (or the dispatcher is stopping, or
+	// the stage could not reach its database): back to pending, or paused
+	// for Settle.Delay when it is set, the claim's attempt taken back.
 	NotRun Verdict = "notrun"
 	// Advance: the pass was ok, moving the message on to Settle.Next.
 	Advance Verdict = "advance"
@@ -309,7 +310,7 @@ type Settle struct {
 	Reason  string
 	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
 	Next    string        // for Advance: the stage to advance to
-	Delay   time.Duration // for Pause: how long to pause
+	Delay   time.Duration // for Pause, and NotRun when set: how long to pause
 }
 
 // RetryPolicy says how often and how late a failed pass is retried.
@@ -338,7 +339,8 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 // at 0). A row running at the same stage:
 //   - ok: the stage answered 0 without moving it: failed, notMoved;
 //   - advance, finish, pause: the move the stage answered is made;
-//   - notrun: it never ran: pending, the claim's attempt taken back;
+//   - notrun: it never ran: pending (paused for delay when it is set),
+//     the claim's attempt taken back;
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
@@ -388,13 +390,13 @@ WITH cur AS (
      WHERE l.status IS NOT NULL OR f.status IS NOT NULL
 ), upd AS (
     UPDATE pepsi.state s
-       SET status = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance') THEN 'pending'
+       SET status = CASE WHEN x.advanced OR x.verdict = 'advance' OR x.verdict = 'notrun' AND x.delay = 0 THEN 'pending'
                          WHEN x.verdict = 'finish' THEN 'done'
-                         WHEN x.verdict = 'pause' OR x.retry THEN 'paused'
+                         WHEN x.verdict IN ('pause', 'notrun') OR x.retry THEN 'paused'
                          ELSE 'failed' END,
            stage = CASE WHEN NOT x.advanced AND x.verdict = 'advance' THEN x.target ELSE s.stage END,
            timeout = CASE WHEN x.advanced THEN s.timeout
-                          WHEN x.verdict = 'pause' THEN now() + make_interval(secs => x.delay)
+                          WHEN x.verdict IN ('pause', 'notrun') THEN now() + make_interval(secs => x.delay)
                           WHEN x.retry THEN now() + make_interval(secs => least(x.delay * 2 ^ greatest(x.attempts - 1, 0), x.maxdelay))
                           ELSE s.timeout END,
            attempts = CASE WHEN x.advanced OR x.verdict = 'advance' THEN 0
@@ -446,7 +448,7 @@ func settleArgs(vs []Settle) []any {
 		switch v.Verdict {
 		case Advance:
 			targets[i] = v.Next
-		case Pause:
+		case Pause, NotRun:
 			delays[i] = v.Delay.Seconds()
 		}
 	}

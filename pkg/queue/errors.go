@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 
 	"github.com/jackc/pgerrcode"
@@ -69,4 +70,18 @@ func IsServerShutdown(err error) bool {
 		return true
 	}
 	return false
+}
+
+// IsOutage reports whether err says the database could not be reached or
+// used at all (a failed connect, a broken connection, a server shutting
+// down or read-only), as opposed to a statement the server refused.
+func IsOutage(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if IsConnectFailure(err) || IsServerShutdown(err) || IsReadOnly(err) {
+		return true
+	}
+	_, ok := SQLState(err)
+	return !ok // no SQLSTATE: the connection, not the statement, failed
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
 // Main runs fn as a stage program and exits; see the package documentation
@@ -68,5 +69,8 @@ func run(fn Func, mode Mode) int {
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	if errors.Is(err, errConnLost) {
+		return protocol.NotRun // its messages go back: the database, not they, failed
+	}
 	return 1
 }

@@ -456,12 +456,15 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, boo
 			r.log.Warn("transient error; running the message again", "id", id, "pass", pass, "err", err)
 			continue
 		}
-		r.log.Error("message failed", "id", id, "err", err)
-		st = protocol.Status{Code: 1, Text: err.Error()}
 		if r.lost() {
+			// Not the message's fault: protocol.NotRun puts it back
+			// without counting the pass.
+			r.log.Error("message not run: database connection lost", "id", id, "err", err)
+			st = protocol.Status{Code: protocol.NotRun, Text: "database connection lost: " + err.Error()}
 			return st, fmt.Errorf("%w: %v", errConnLost, err)
 		}
-		return st, nil
+		r.log.Error("message failed", "id", id, "err", err)
+		return protocol.Status{Code: 1, Text: err.Error()}, nil
 	}
 }
 

@@ -437,8 +437,9 @@ func TestRunTransient(t *testing.T) {
 	}
 }
 
-// TestRunConnectionLost answers the message in hand and returns an error
-// when the server ends the worker's session.
+// TestRunConnectionLost answers the message in hand NotRun (75: not its
+// fault, the dispatcher puts it back) and returns an error when the server
+// ends the worker's session.
 func TestRunConnectionLost(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("a", "b")
@@ -460,8 +461,8 @@ func TestRunConnectionLost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "database connection lost") {
 		t.Errorf("Run returned %v, want a lost connection", err)
 	}
-	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "1 # ") {
-		t.Errorf("answers %q, want one failure", out.String())
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "75 # database connection lost: ") {
+		t.Errorf("answers %q, want one NotRun (75)", out.String())
 	}
 }
 

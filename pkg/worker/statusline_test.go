@@ -128,7 +128,7 @@ func TestRunOnStatusLine(t *testing.T) {
 	o = f.statusLineOpts("1\n2\n", &out)
 	o.DSN = "postgres:///x?host=/nonexistent&connect_timeout=2"
 	err := worker.Run(context.Background(), fail, o)
-	if err == nil || !strings.Contains(err.Error(), "database connection lost") || !strings.HasPrefix(out.String(), "1 # connect to database: ") || strings.Count(out.String(), "\n") != 1 {
+	if err == nil || !strings.Contains(err.Error(), "database connection lost") || !strings.HasPrefix(out.String(), "75 # database connection lost: connect to database: ") || strings.Count(out.String(), "\n") != 1 {
 		t.Errorf("fail without a database: %v, answers %q", err, out.String())
 	}
 

@@ -1,0 +1,50 @@
+package dispatch
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaosOutageDefaults: the server crashes (an immediate stop) under
+// load and comes back a few seconds later, with the default configuration
+// (no RETRIES). The stage programs whose connections broke answer 75 or
+// exit, and the passes the outage cost are not the messages' fault: every
+// message ends done, none failed, none left running, the statistics equal
+// to the rows.
+func TestChaosOutageDefaults(t *testing.T) {
+	c := newCluster(t)
+	// As a production server is: a commit acknowledged is one a crash
+	// keeps (the private cluster runs with synchronous_commit off).
+	if out, err := exec.Command("psql", "-X", "-q", "-d", c.dsn, "-c", "ALTER SYSTEM SET synchronous_commit = on", "-c", "SELECT pg_reload_conf()").CombinedOutput(); err != nil {
+		t.Fatalf("synchronous_commit on: %v\n%s", err, out)
+	}
+	t.Setenv("PEPSI_TEST_DSN", c.dsn)
+	b := setup(t, chaosWith("MAX_RUNTIME = 20"), chaosStages("", "", "")...)
+	const total = 600
+	payloads := make([]string, total)
+	for i := range payloads {
+		payloads[i] = through("10ms")
+	}
+	b.enqueue("parse", payloads...)
+	b.start()
+	done := "SELECT count(*) FROM pepsi.state WHERE status = 'done'"
+	b.waitCount("progress", 2*time.Minute, total/4, done)
+	if n := b.count("done"); n == total {
+		t.Fatal("everything finished before the outage: the test proves nothing")
+	}
+	reconnects := strings.Count(b.logs.String(), "listener reconnected")
+	c.stopImmediate()
+	b.waitLog("listener: reconnect failed", 1, time.Minute)
+	c.start()
+	b.waitLog("listener reconnected", reconnects+1, time.Minute)
+	b.waitSettledTolerant(3 * time.Minute)
+	if n := b.count("failed"); n != 0 {
+		t.Errorf("%d messages failed, want none: %v", n, b.failures())
+	}
+	if n := b.count("done"); n != total {
+		t.Errorf("%d done, want %d", n, total)
+	}
+	b.checkInvariants()
+}
