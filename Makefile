@@ -38,7 +38,7 @@ GOFLAGS_BUILD ?= -trimpath
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
-ALIASES  := pepsi-dispatch pepsi-enqueue pepsi-queue pepsi-stats pepsi-migrate pepsi-httpd
+ALIASES  := pepsi-dispatch pepsi-enqueue pepsi-queue pepsi-stats pepsi-migrate pepsi-httpd pepsi-doctor
 
 PKGS      ?= ./...
 TESTFLAGS ?=

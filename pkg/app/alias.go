@@ -11,6 +11,7 @@ var aliases = map[string]string{
 	"pepsi-stats":    "stats",
 	"pepsi-migrate":  "migrate",
 	"pepsi-httpd":    "httpd",
+	"pepsi-doctor":   "doctor",
 }
 
 // resolveAlias rewrites an argv whose argv[0] is an alias into the plain

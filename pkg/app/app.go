@@ -1,5 +1,6 @@
 // Package app is the pepsi command line: one urfave/cli application whose
-// subcommands (dispatch, enqueue, queue, stats, migrate, httpd, version)
+// subcommands (dispatch, enqueue, queue, stats, migrate, httpd, doctor,
+// version)
 // are reachable as "pepsi COMMAND" or, busybox style, through a symlink
 // named "pepsi-COMMAND".
 //
@@ -58,6 +59,7 @@ func New(version string, stdout, stderr io.Writer, stdin io.Reader) *cli.App {
 			statsCommand(),
 			migrateCommand(),
 			httpdCommand(),
+			doctorCommand(),
 			benchCommand(),
 			versionCommand(),
 		},
