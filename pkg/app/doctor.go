@@ -158,7 +158,7 @@ func doctorAction(c *cli.Context) error {
 // reached the one result says so.
 func runDoctor(ctx context.Context, cfg *config.Config, idle time.Duration) []doctorResult {
 	cctx, cancel := context.WithTimeout(ctx, doctorCheckTimeout)
-	db, err := queue.Open(cctx, cfg.DSN, queue.Options{App: "pepsi doctor", MaxConns: 2})
+	db, err := queue.Open(cctx, doctorDSN(cfg.DSN), queue.Options{App: "pepsi doctor", MaxConns: 2})
 	cancel()
 	if err != nil {
 		return []doctorResult{{Check: "database", Status: statusFail, Message: "cannot connect: " + err.Error(),
@@ -184,6 +184,22 @@ func runDoctor(ctx context.Context, cfg *config.Config, idle time.Duration) []do
 		results = append(results, r)
 	}
 	return results
+}
+
+// doctorDSN is dsn with default_query_exec_mode=exec, unless it sets
+// one: no prepared statements, which a pooler in transaction mode (the
+// very thing the pooler check looks for) would lose between transactions.
+func doctorDSN(dsn string) string {
+	switch {
+	case strings.Contains(dsn, "default_query_exec_mode"):
+		return dsn
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		if strings.Contains(dsn, "?") {
+			return dsn + "&default_query_exec_mode=exec"
+		}
+		return dsn + "?default_query_exec_mode=exec"
+	}
+	return strings.TrimSpace(dsn + " default_query_exec_mode=exec")
 }
 
 // line is the result as pepsi doctor prints it.
@@ -649,7 +665,8 @@ func checkPooler(d *doctor) doctorResult {
 		return broken(err)
 	}
 	if p.NoSession != nil {
-		return fail("the DSN goes through a pooler in transaction mode: "+p.NoSession.Error(),
+		why := strings.TrimPrefix(p.NoSession.Error(), queue.ErrNoSession.Error()+": ")
+		return fail("the DSN goes through a pooler in transaction mode: "+why,
 			"connect the dispatcher directly (DSN) and give the pooler to the workers (WORKER_DSN)").with(p)
 	}
 	if p.Pooled {
