@@ -198,8 +198,12 @@ func TestDoctorDispatchers(t *testing.T) {
 	s := startDispatch(t, "standby", "--standby")
 	s.waitLog("standby: waiting for the dispatcher lock", 1)
 	testkit.Wait(t, "the parse message done", time.Minute, func() bool { return f.Count("done") == 1 }, d.logs) // nowhere's waits
-	run = doctorJSON(t)
-	run.want(t, "dispatchers", statusOK, "owns every stage", "1 standby: pepsi dispatch pid")
+	// The standby logs before its wait shows in pg_locks.
+	testkit.Wait(t, "doctor to name the standby", time.Minute, func() bool {
+		run = doctorJSON(t)
+		return run.is("dispatchers", statusOK, "1 standby: pepsi dispatch pid")
+	}, d.logs, s.logs)
+	run.want(t, "dispatchers", statusOK, "owns every stage")
 	run.want(t, "locks", statusOK, "(server pid", ": waits for ")
 	run.want(t, "ingress", statusOK, "empty")
 	run.want(t, "stages", statusWarn, "no [stage-nowhere]")
@@ -277,7 +281,7 @@ func TestDoctorIdleInTransaction(t *testing.T) {
 // TestDoctorVacuum: autovacuum off on pepsi.state_live warns (fails with
 // VACUUM_INTERVAL = 0); 12 000 dead rows in it warn until a VACUUM.
 func TestDoctorVacuum(t *testing.T) {
-	db, dsn := pgtest.New(t)
+	_, dsn := pgtest.New(t)
 	env(t, dsn, "")
 	execSQL(t, dsn, "ALTER TABLE pepsi.state_live SET (autovacuum_enabled = false)")
 	doctorJSON(t).want(t, "autovacuum", statusWarn, "autovacuum_enabled = false on pepsi.state_live",
@@ -289,13 +293,15 @@ func TestDoctorVacuum(t *testing.T) {
 		t.Errorf("exit %d, want 1", run.code)
 	}
 
-	payloads := make([][]byte, 12000)
-	for i := range payloads {
-		payloads[i] = []byte{}
-	}
-	if _, err := db.EnqueueBulk(context.Background(), queue.Bulk{Stage: "x", Payloads: payloads}); err != nil {
-		t.Fatal(err)
-	}
+	// On a connection of its own, which counts its rows in the
+	// statistics as it closes (a pooled one may wait 10 s to).
+	execSQL(t, dsn, `WITH m AS (INSERT INTO pepsi.message (payload) SELECT '' FROM generate_series(1, 12000) RETURNING id)
+		INSERT INTO pepsi.state (id, stage, status) SELECT id, 'x', 'pending' FROM m`)
+	// The inserts counted first: a delete counted before them would leave
+	// the live rows at 12 000 (the count does not go below 0).
+	testkit.Wait(t, "the inserts in the statistics", time.Minute, func() bool {
+		return queryInt(t, dsn, "SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'pepsi.state_live'::regclass") == 12000
+	})
 	execSQL(t, dsn, "DELETE FROM pepsi.state WHERE stage = 'x'")
 	testkit.Wait(t, "doctor to see the dead rows", time.Minute, func() bool {
 		return doctorJSON(t).is("vacuum", statusWarn, "pepsi.state_live has 12 000 dead rows (no live row)")
