@@ -14,9 +14,10 @@ import (
 )
 
 // TestFailover: a primary and a synchronous streaming standby on this
-// machine; the dispatcher and its stage programs use a multi-host DSN
-// (the old primary first, target_session_attrs=read-write) with the
-// default configuration (no RETRIES). Under load the primary crashes (an
+// machine; the dispatcher and its stage programs (the test worker, and the
+// Go SDK's example stage at enrich) use a multi-host DSN (the old primary
+// first, target_session_attrs=read-write) with the default configuration
+// (no RETRIES). Under load the primary crashes (an
 // immediate stop) and the standby is promoted: the dispatcher and the
 // workers carry on against the new primary, no committed message is lost,
 // none is left running, every one ends done. Then the old primary comes
@@ -40,7 +41,10 @@ func TestFailover(t *testing.T) {
 	})
 
 	t.Setenv("PEPSI_TEST_DSN", multiHost("postgres", a, b))
-	bn := setup(t, "MAX_RUNTIME = 20", chaosStages("", "", "")...)
+	// enrich is the Go SDK's example stage (pkg/worker), parse and
+	// deliver the test worker.
+	sdk := testkit.Build(t, "github.com/pepsi-dev/pepsi/contrib/go/stage")
+	bn := setup(t, "MAX_RUNTIME = 20", chaosStages("", "PROGRAM = "+sdk+" --next deliver", "")...)
 	var db string
 	if err := bn.db.Pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&db); err != nil {
 		t.Fatal(err)
@@ -109,17 +113,20 @@ func TestFailover(t *testing.T) {
 	if doneN != total {
 		t.Errorf("%d done, want %d", doneN, total)
 	}
+	if n := bn.int64("SELECT count(*) FROM pepsi.message WHERE headers->>'enrich' = 'go'"); n != total {
+		t.Errorf("%d messages passed the SDK's enrich stage, want %d", n, total)
+	}
 	var passes, repeated, reclaims int64
 	if err := bn.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(*) - count(DISTINCT (id, stage)),
 		(SELECT count(*) - count(DISTINCT (id, stage)) FROM test_claims) FROM test_passes`).Scan(&passes, &repeated, &reclaims); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("failover: crash to promoted %v (pg_ctl promote %v); promotion to the first claim on the new primary %v, to its first stage pass %v; crash to the first claim %v; all %d done %v after the promotion; %d failed, %d lost; %d stage passes, %d repeated; %d claims again at the same stage (passes given back); %d listener reconnections, %d workers started",
+	t.Logf("failover: crash to promoted %v (pg_ctl promote %v); promotion to the first claim on the new primary %v, to its first stage pass %v; crash to the first claim %v; all %d done %v after the promotion; %d failed, %d lost; %d passes of the test worker's stages, %d repeated; %d claims again at the same stage (passes given back); %d listener reconnections, %d workers started",
 		promoted.Sub(crash).Round(time.Millisecond), promoted.Sub(promote).Round(time.Millisecond),
 		first.Sub(promote).Round(time.Millisecond), firstPass.Sub(promote).Round(time.Millisecond),
 		first.Sub(crash).Round(time.Millisecond), doneN, settled.Sub(promote).Round(time.Millisecond),
 		failedN, left, passes, repeated, reclaims,
-		strings.Count(bn.logs.String(), "listener reconnected"), bn.int64("SELECT count(*) FROM test_workers"))
+		strings.Count(bn.logs.String(), "listener reconnected"), strings.Count(bn.logs.String(), `msg="worker started"`))
 
 	// The old primary comes back, as a standby of the new one.
 	a.rejoin(b)
