@@ -423,7 +423,7 @@ func lockName(l queue.AdvisoryLock) string {
 			return "database-wide (exclusive)"
 		}
 		return "database-wide (shared)"
-	case queue.LockStage, queue.LockFence:
+	case queue.LockStage, queue.LockFence, queue.LockStandby:
 		if l.Stage != "" {
 			return l.Kind + " " + l.Stage
 		}

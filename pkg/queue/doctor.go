@@ -41,8 +41,8 @@ type HeldSession struct {
 	// XminAge is how many transactions its snapshot is behind (age of
 	// backend_xmin); 0 when it holds none.
 	XminAge int64 `json:"xmin_age"`
-	// LockWait: it waits for an advisory lock (a dispatcher --standby does,
-	// in one statement whose snapshot it holds all the while).
+	// LockWait: it waits for an advisory lock in one statement, whose
+	// snapshot it holds all the while (a --standby polls instead).
 	LockWait bool   `json:"advisory_lock_wait"`
 	Query    string `json:"query"` // its last statement, cut at 80 bytes
 }
@@ -393,6 +393,7 @@ const (
 	LockMigration  = "migration"     // migrationLock: pepsi migrate
 	LockStage      = "stage"         // a stage's owner lock
 	LockFence      = "fence"         // a stage's fence lock (a takeover)
+	LockStandby    = "standby"       // a --standby waiting for a stage (or the database-wide lock)
 	LockToken      = "token"         // a dispatcher's token lock (NewToken)
 	LockOther      = "other"         // not pepsi's: an application's own
 )
@@ -445,7 +446,7 @@ func (db *DB) AdvisoryLocks(ctx context.Context, stages []string) ([]AdvisoryLoc
 		x := l
 		l.Since = nil
 		x.Kind, x.Key = lockKind(subid, class, obj)
-		if stage != nil && (x.Kind == LockStage || x.Kind == LockFence) {
+		if stage != nil && (x.Kind == LockStage || x.Kind == LockFence || x.Kind == LockStandby) {
 			x.Stage = *stage
 		}
 		out = append(out, x)
@@ -463,6 +464,8 @@ func lockKind(subid int16, class, obj int64) (kind, key string) {
 			return LockStage, key
 		case fenceLockClass:
 			return LockFence, key
+		case standbyLockClass:
+			return LockStandby, key
 		}
 		return LockOther, key
 	}
@@ -475,6 +478,8 @@ func lockKind(subid int16, class, obj int64) (kind, key string) {
 		return LockJanitor, key
 	case k == migrationLock:
 		return LockMigration, key
+	case k == standbyLock:
+		return LockStandby, key
 	case k>>48 == 0x7065:
 		return LockToken, key
 	}

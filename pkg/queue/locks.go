@@ -19,6 +19,16 @@ const (
 	// running dispatcher, so a migration never waits for one to exit.
 	migrationLock = 0x7065707369_02 // "pepsi" + 2 (bigint form)
 
+	// standbyLock is held shared by a standby of every stage while it
+	// waits for dispatcherLock: how others see it waiting (it polls, so
+	// pg_locks shows no lock waited for).
+	standbyLock = 0x7065707369_03 // "pepsi" + 3 (bigint form)
+
+	// standbyLockClass is the first key of the lock a standby of a stage
+	// holds shared while it waits for that stage's lock; the second is
+	// hashtext(stage).
+	standbyLockClass = 0x70657062 // "pepb" (two-int form)
+
 	// stageLockClass is the first key of a stage's owner lock; the second
 	// is hashtext(stage). repair.go's freeStage spells it in decimal.
 	stageLockClass = 0x70657073 // "peps" (two-int form)

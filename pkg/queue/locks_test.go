@@ -17,6 +17,7 @@ func TestLockKeysDistinct(t *testing.T) {
 		"dispatcherLock": dispatcherLock,
 		"janitorLock":    janitorLock,
 		"migrationLock":  migrationLock,
+		"standbyLock":    standbyLock,
 	}
 	seen := map[int64]string{}
 	for name, k := range bigint {
@@ -28,8 +29,8 @@ func TestLockKeysDistinct(t *testing.T) {
 			t.Errorf("%s %#x has bits in the range NewToken draws from", name, k)
 		}
 	}
-	if stageLockClass == fenceLockClass {
-		t.Errorf("stageLockClass and fenceLockClass are the same class %#x", stageLockClass)
+	if classes := map[int64]bool{stageLockClass: true, fenceLockClass: true, standbyLockClass: true}; len(classes) != 3 {
+		t.Errorf("stageLockClass, fenceLockClass and standbyLockClass are not three classes")
 	}
 	for range 1000 {
 		if tok := NewToken(); seen[tok] != "" {

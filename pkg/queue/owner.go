@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,14 +106,38 @@ func (l *Listener) TakeStages(ctx context.Context, stages []string, all bool, to
 
 // WaitFor blocks until the lock an *OwnedError named is free and takes it:
 // stage's lock, or for stage "" the database-wide lock (exclusive with
-// all, else shared). A standby waits so in the server's lock queue, ahead
-// of any later try (a dispatcher reconnecting after its session was ended
-// does not get its stage back before the standby). TakeStages then takes
-// the whole set; Release gives this hold back.
+// all, else shared). It tries every standbyPoll rather than waiting in
+// the server's lock queue: a statement waiting there holds its snapshot,
+// and with it back every VACUUM of the database for as long as the
+// standby stands by. Meanwhile it holds the standby lock of the stage
+// shared, which is how DispatcherSessions sees it wait. TakeStages then
+// takes the whole set; Release gives this hold back.
 func (l *Listener) WaitFor(ctx context.Context, stage string, all bool) error {
-	_, err := l.conn.Exec(ctx, l.lockSQL("pg_advisory_lock", stage, all), l.lockArgs(stage)...)
-	return err
+	mark, markArgs := "SELECT pg_advisory_lock_shared($1)", []any{int64(standbyLock)}
+	if stage != "" {
+		mark, markArgs = "SELECT pg_advisory_lock_shared($1, hashtext($2))", []any{int32(standbyLockClass), stage}
+	}
+	if _, err := l.conn.Exec(ctx, mark, markArgs...); err != nil {
+		return err
+	}
+	defer l.cleanup(strings.Replace(mark, "pg_advisory_lock_shared", "pg_advisory_unlock_shared", 1), markArgs...)
+	try := l.lockSQL("pg_try_advisory_lock", stage, all)
+	for {
+		var ok bool
+		if err := l.conn.QueryRow(ctx, try, l.lockArgs(stage)...).Scan(&ok); err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(standbyPoll):
+		}
+	}
 }
+
+// standbyPoll is how often a standby tries the lock it waits for: the most
+// a takeover waits for it.
+const standbyPoll = 100 * time.Millisecond
 
 // Release gives back one hold taken by WaitFor.
 func (l *Listener) Release(ctx context.Context, stage string, all bool) error {

@@ -60,21 +60,26 @@ var dispatcherNameRE = regexp.MustCompile(`^pepsi dispatch pid (\d+) on (.+)$`)
 // for. The shared transaction locks that Redrive and Purge take are left
 // out (they are shared and not a dispatcher's; a stage-set dispatcher's
 // shared hold of the database-wide lock is on its named lock session).
-// waitstart is read through to_jsonb so that the statement also runs on
-// PostgreSQL 13, which does not have the column.
+// A standby polls for the lock it waits for and holds a standby lock
+// ($5, or class $6 with hashtext(stage)) meanwhile: those rows are
+// reported as waits. waitstart is read through to_jsonb so that the
+// statement also runs on PostgreSQL 13, which does not have the column.
 const dispatcherSessionsSQL = `
-SELECT l.pid, l.granted, l.mode = 'ExclusiveLock', l.objsubid = 1, s.stage,
-       coalesce(a.application_name, ''), a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz
+SELECT l.pid, l.granted AND NOT m.standby, l.mode = 'ExclusiveLock', l.objsubid = 1, s.stage,
+       coalesce(a.application_name, ''), a.backend_start,
+       CASE WHEN m.standby THEN a.backend_start ELSE (to_jsonb(l) ->> 'waitstart')::timestamptz END
   FROM pg_locks l
   LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+  CROSS JOIN LATERAL (SELECT (l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) = $5)
+                          OR (l.objsubid = 2 AND l.classid::bigint = $6) AS standby) m
   LEFT JOIN (SELECT DISTINCT unnest($3::text[])) s(stage)
          ON l.objsubid = 2 AND l.objid::bigint = hashtext(s.stage)::bigint & $4
  WHERE l.locktype = 'advisory'
    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ((l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) = $1)
-     OR (l.objsubid = 2 AND l.classid::bigint = $2))
+   AND ((l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) IN ($1, $5))
+     OR (l.objsubid = 2 AND l.classid::bigint IN ($2, $6)))
    AND (l.mode = 'ExclusiveLock' OR a.application_name LIKE 'pepsi dispatch pid %')
- ORDER BY l.granted DESC, 8 NULLS LAST, a.backend_start, l.pid`
+ ORDER BY l.granted AND NOT m.standby DESC, 8 NULLS LAST, a.backend_start, l.pid`
 
 // DispatcherSessions returns the dispatchers that own stages, which of
 // stages each owns, and the standbys waiting for a lock (dispatchers
@@ -83,7 +88,8 @@ func (db *DB) DispatcherSessions(ctx context.Context, stages []string) (Dispatch
 	if stages == nil {
 		stages = []string{}
 	}
-	rows, err := db.pool.Query(ctx, dispatcherSessionsSQL, int64(dispatcherLock), int64(stageLockClass), stages, objid32)
+	rows, err := db.pool.Query(ctx, dispatcherSessionsSQL, int64(dispatcherLock), int64(stageLockClass), stages, objid32,
+		int64(standbyLock), int64(standbyLockClass))
 	if err != nil {
 		return Dispatchers{}, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // Main runs fn as a stage program and exits; see the package documentation
@@ -69,7 +70,7 @@ func run(fn Func, mode Mode) int {
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-	if errors.Is(err, errConnLost) {
+	if errors.Is(err, errConnLost) || queue.IsConnectFailure(err) {
 		return protocol.NotRun // its messages go back: the database, not they, failed
 	}
 	return 1
