@@ -52,9 +52,11 @@ func (d *Dispatcher) dbDown() {
 		s := &d.settles[i]
 		if _, ok := d.outage.crashes[s.ID]; ok && s.Verdict == queue.PassFailed {
 			*s = notRun(s.ID, s.Stage)
+			delete(d.outage.crashes, s.ID)
 		}
 	}
-	clear(d.outage.crashes)
+	// The others are in a settle in flight: they are converted if it
+	// fails too, forgotten by dbUp if it goes through.
 }
 
 // dbUp notes that a statement succeeded: the settled crashes are decided.
