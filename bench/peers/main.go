@@ -39,7 +39,7 @@ const (
 	targetPasses = 30_000 // pepsi, three stages, stage passes per second
 )
 
-var steps = []string{"river", "pepsi1", "pepsi3", "ceiling"}
+var steps = []string{"river", "pepsi1", "pepsi3", "ceiling", "realwork"}
 
 type options struct {
 	dsn           string
@@ -51,9 +51,15 @@ type options struct {
 	timeout       time.Duration
 	only          []string
 	river         riverOptions
+	work          workOptions
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "stage" {
+		// The real-work pipelines' stage program (PROGRAM in the
+		// pepsi.conf that the realwork step writes).
+		os.Exit(stageMain(os.Args[2:]))
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -97,6 +103,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.river.BatchSize, "river-batch", 5_000, "jobs per River insert (river bench: 5000)")
 	fs.BoolVar(&o.river.InsertFast, "river-insert-fast", false, "insert with InsertManyFast (COPY) instead of InsertMany (river bench)")
 	fs.IntVar(&o.river.MaxConns, "river-max-conns", 0, "MaxConns of River's pgx pool; 0: pgxpool's default, max(4, CPUs), as river bench")
+	fs.IntVar(&o.work.Messages, "work-messages", 20_000, "realwork: messages (River: chains) through 3 stages")
+	fs.StringVar(&o.work.Database, "work-database", "pepsi_peers_work", "realwork: the database of each system's run (dropped first if it exists, and afterwards)")
+	fs.IntVar(&o.work.RiverWorkers, "work-river-workers", 50, "realwork: River's MaxWorkers")
+	fs.IntVar(&o.work.RiverMaxConns, "work-river-max-conns", 12, "realwork: MaxConns of River's pgx pool")
+	fs.StringVar(&o.work.Python, "python", "", "realwork: a python3 with psycopg2 for the Python stage (default /usr/bin/python3, else python3; none: the Python stage is skipped)")
+	fs.IntVar(&o.work.PgbenchSeconds, "pgbench-seconds", 10, "realwork: seconds of each pgbench ceiling")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -110,6 +122,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--timeout must be positive")
 	}
 	o.river.Timeout = o.timeout
+	o.work.Timeout = o.timeout
+	if o.work.Messages < 1 || o.work.RiverWorkers < 1 || o.work.RiverMaxConns < 1 || o.work.PgbenchSeconds < 1 {
+		return o, errors.New("--work-messages, --work-river-workers, --work-river-max-conns and --pgbench-seconds must be at least 1")
+	}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {
 			if !slices.Contains(steps, s) {
@@ -117,6 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			}
 			o.only = append(o.only, s)
 		}
+	}
+	if o.work.Database == o.riverDatabase || o.work.Database == o.pepsiDatabase {
+		return o, errors.New("--work-database must differ from --river-database and --pepsi-database")
 	}
 	if o.riverDatabase == o.pepsiDatabase {
 		return o, errors.New("--river-database and --pepsi-database must differ")
@@ -173,7 +192,7 @@ func (s *series) median() float64 {
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	want := func(step string) bool { return o.only == nil || slices.Contains(o.only, step) }
 	exe, exeFrom, version := "", "", ""
-	if want("pepsi1") || want("pepsi3") || want("ceiling") {
+	if want("pepsi1") || want("pepsi3") || want("ceiling") || want("realwork") {
 		var err error
 		if exe, err = findPepsi(o.pepsi); err != nil {
 			return err
@@ -191,6 +210,14 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 		version = pepsiVersion(ctx, exe)
+	}
+	var work *workRun
+	if want("realwork") {
+		var err error
+		if work, err = newWorkRun(o); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work.dir)
 	}
 	started := time.Now()
 	progress := func(format string, args ...any) {
@@ -270,6 +297,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 			progress("run %d: pepsi, 3 stages: %s passes/s", i, num(*f.Value))
 		}
+		if want("realwork") {
+			if err := work.run(ctx, i, exe, o, progress); err != nil {
+				return err
+			}
+		}
 		if want("ceiling") {
 			progress("run %d of %d: pepsi bench --only ceiling", i, o.runs)
 			rep, err := runPepsiBench(ctx, exe, o.dsn, o.pepsiDatabase, o.timeout, "--only", "ceiling")
@@ -294,15 +326,24 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "pepsi bench peers: pepsi beside River, %s\n", started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "  %d CPUs, load %.1f at the start, %.1f at the end; PostgreSQL %s (synchronous_commit %s, fsync %s, autovacuum %s, max_connections %d)\n",
 		runtime.NumCPU(), load0, loadAvg(), info.Version, info.SynchronousCommit, info.Fsync, info.Autovacuum, info.MaxConnections)
-	fmt.Fprintf(w, "  N = %d jobs (River) and messages (pepsi); runs: %d, interleaved; the median of them, then every run's figure\n", o.messages, o.runs)
-	fmt.Fprintf(w, "  River %s: MaxWorkers %d, FetchCooldown %v, FetchPollInterval %v, pool MaxConns %s; jobs inserted before the client starts\n",
-		riverVersion, o.river.Workers, o.river.FetchCooldown, o.river.FetchPollInterval, maxConnsName(o.river.MaxConns))
+	noop := want("river") || want("pepsi1") || want("pepsi3") || want("ceiling")
+	if noop {
+		fmt.Fprintf(w, "  N = %d jobs (River) and messages (pepsi); runs: %d, interleaved; the median of them, then every run's figure\n", o.messages, o.runs)
+		fmt.Fprintf(w, "  River %s: MaxWorkers %d, FetchCooldown %v, FetchPollInterval %v, pool MaxConns %s; jobs inserted before the client starts\n",
+			riverVersion, o.river.Workers, o.river.FetchCooldown, o.river.FetchPollInterval, maxConnsName(o.river.MaxConns))
+	}
+	if want("realwork") {
+		fmt.Fprintf(w, "  realwork: N = %d messages (River: chains), 3 stages; runs: %d, interleaved; River MaxWorkers %d, pool MaxConns %d, FetchCooldown %v, FetchPollInterval %v; pgbench %d s per client count\n",
+			o.work.Messages, o.runs, o.work.RiverWorkers, o.work.RiverMaxConns, o.river.FetchCooldown, o.river.FetchPollInterval, o.work.PgbenchSeconds)
+	}
 	if exe != "" {
 		fmt.Fprintf(w, "  pepsi: %s, copied at the start (%s)\n", exeFrom, version)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FIGURE\tMEDIAN\tRUNS")
+	if noop {
+		fmt.Fprintln(tw, "FIGURE\tMEDIAN\tRUNS")
+	}
 	for _, s := range []*series{riverJobs, riverInsert, riverClient, riverDB, p1, p1Turn, p1CPU, p3, p3Msg, p3Turn, ceil1, ceilC} {
 		if len(s.values) == 0 {
 			continue
@@ -324,6 +365,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "pepsi three stages, stage passes/s\t%s\t≥ %s\t%s\t%s\n", num(v), num(targetPasses), met(v >= targetPasses), runsList(p3))
 	}
 	tw.Flush()
+	if work != nil {
+		work.report(w, o)
+	}
 	fmt.Fprintf(w, "\npepsi bench peers took %s\n", time.Since(started).Round(time.Second))
 	return nil
 }
