@@ -14,17 +14,16 @@ import (
 type chore struct {
 	want, did step // what was asked, what was done
 
-	held   []int64        // orphans: the ids this dispatcher holds
-	age    time.Duration  // orphans: reset only rows running longer than this
-	after  queue.ExpireAt // expire: where the step starts
-	keep   time.Duration  // expire: delete done rows older than this (RETENTION)
-	width  time.Duration  // expire: the span of each range of done rows
-	ids    int64          // expire: the ids of each range of messages (0: as the last one)
-	stages []queue.StageStats
-	global queue.DispatchStats // flush: the deltas to add
-	final  bool                // the last chore before the dispatcher stops
-	owned  []string            // orphans: the stages swept (nil: every one)
-	set    string              // disarm: the dispatcher's wake row
+	held    []int64            // orphans: the ids this dispatcher holds
+	age     time.Duration      // orphans: reset only rows running longer than this
+	after   queue.ExpireAt     // expire: where the step starts
+	keep    time.Duration      // expire: delete done rows older than this (RETENTION)
+	width   time.Duration      // expire: the span of each range of done rows
+	ids     int64              // expire: the ids of each range of messages (0: as the last one)
+	flushes []queue.StatsFlush // flush: the statistics writes to apply
+	final   bool               // the last chore before the dispatcher stops
+	owned   []string           // orphans: the stages swept (nil: every one)
+	set     string             // disarm: the dispatcher's wake row
 
 	reset     int64          // orphans: rows put back to pending
 	last      queue.ExpireAt // expire: where the next step starts
@@ -92,7 +91,7 @@ func (c *chore) run(ctx context.Context, db *queue.DB) error {
 		}
 	}
 	if c.want&stepFlush != 0 {
-		if err = db.AddStats(ctx, c.stages, c.global); err != nil {
+		if err = db.AddStatsOnce(ctx, c.flushes); err != nil {
 			return err
 		}
 		c.did |= stepFlush
@@ -143,7 +142,7 @@ func (d *Dispatcher) startChore(now time.Time) {
 	}
 	j := &l.buf
 	c := &j.chore
-	*c = chore{held: c.held[:0], stages: c.stages, owned: d.owned, set: d.set}
+	*c = chore{held: c.held[:0], flushes: c.flushes, owned: d.owned, set: d.set}
 	if d.stopping {
 		if !d.readyToWrapUp() {
 			return
@@ -157,9 +156,9 @@ func (d *Dispatcher) startChore(now time.Time) {
 		// only the statistics are written.
 		d.sweepsDue(c, now)
 	}
-	if d.tally.dirty && (c.final || d.flushDue(now)) {
+	if d.tally.pending() && (c.final || d.flushDue(now)) {
 		c.want |= stepFlush
-		c.stages, c.global = d.tally.take(c.stages[:0])
+		c.flushes = d.tally.flushes(c.flushes)
 	}
 	if c.want == 0 {
 		d.wrapped = d.wrapped || c.final
@@ -213,10 +212,9 @@ func (d *Dispatcher) finishChore(j *job, now time.Time) {
 		d.expired(c, now)
 	}
 	if c.want&stepFlush != 0 {
+		d.tally.flushed(c.flushes, c.did&stepFlush != 0)
 		if c.did&stepFlush != 0 {
 			d.lastFlush = now
-		} else {
-			d.tally.restore(c.stages, c.global)
 		}
 	}
 	if j.err != nil {

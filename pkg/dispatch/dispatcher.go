@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -157,6 +158,7 @@ func New(opts Options) (*Dispatcher, error) {
 		l.buf.lane = l
 	}
 	d.backoff = d.reconnectBackoff()
+	d.tally.token = rand.Int64()
 	if d.log == nil {
 		d.log = slog.Default()
 	}

@@ -173,23 +173,30 @@ func TestTallySettled(t *testing.T) {
 	}
 }
 
-func TestTallyTakeRestore(t *testing.T) {
-	var tl tally
+func TestTallyFlushes(t *testing.T) {
+	tl := tally{token: 7}
 	tl.answered("a", true, 2*time.Second, nil)
 	tl.answered("a", false, time.Second, nil)
 	tl.global.Claimed = 2
-	stages, g := tl.take(nil)
-	if tl.dirty || !tl.global.IsZero() || len(stages) != 1 || stages[0].Processed != 1 || stages[0].Failed != 1 || g.Claimed != 2 {
-		t.Fatalf("take: %+v %+v, left %+v", stages, g, tl)
+	fs := tl.flushes(nil)
+	if tl.dirty || !tl.global.IsZero() || len(fs) != 1 || fs[0].Token != 7 || fs[0].Seq != 1 ||
+		len(fs[0].Stages) != 1 || fs[0].Stages[0].Processed != 1 || fs[0].Stages[0].Failed != 1 || fs[0].Global.Claimed != 2 {
+		t.Fatalf("flushes: %+v, left %+v", fs, tl)
 	}
-	if again, _ := tl.take(nil); len(again) != 0 {
-		t.Fatalf("a second take found %+v", again)
+	if tl.pending() {
+		t.Fatal("pending after the deltas were taken")
 	}
-	tl.answered("a", true, time.Second, nil) // counted while the write ran
-	tl.restore(stages, g)
-	stages, g = tl.take(nil)
-	if len(stages) != 1 || stages[0].Processed != 2 || stages[0].Failed != 1 || stages[0].BusySeconds != 4 || g.Claimed != 2 || g.StagePasses != 3 {
-		t.Fatalf("after restore: %+v %+v", stages, g)
+	// The write failed (maybe after its commit): sent again as it was,
+	// with what was counted meanwhile as a write of its own.
+	tl.flushed(fs, false)
+	tl.answered("a", true, time.Second, nil)
+	again := tl.flushes(nil)
+	if len(again) != 2 || again[0].Seq != 1 || again[0].Stages[0].Processed != 1 || again[1].Seq != 2 || again[1].Stages[0].Processed != 1 {
+		t.Fatalf("after a failed write: %+v", again)
+	}
+	tl.flushed(again, true)
+	if tl.pending() || len(tl.flushes(nil)) != 0 {
+		t.Fatalf("after a good write: %+v", tl)
 	}
 }
 

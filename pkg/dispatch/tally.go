@@ -12,6 +12,12 @@ type tally struct {
 	stages map[string]*queue.StageStats
 	global queue.DispatchStats
 	dirty  bool
+
+	// Writes are applied at most once (queue.StatsFlush): a write that
+	// failed, maybe after its commit went through, is sent again as it was.
+	token     int64              // this run's
+	seq       int64              // the last write's
+	unflushed []queue.StatsFlush // writes that failed, in order
 }
 
 // stage returns the deltas of the named stage.
@@ -69,7 +75,7 @@ func (t *tally) answered(stage string, ok bool, busy time.Duration, fused []prot
 }
 
 // take returns the deltas to write, appending the stages' to buf, and
-// forgets them: restore gives them back if the write fails.
+// forgets them.
 func (t *tally) take(buf []queue.StageStats) ([]queue.StageStats, queue.DispatchStats) {
 	for _, s := range t.stages {
 		if !s.IsZero() {
@@ -83,26 +89,25 @@ func (t *tally) take(buf []queue.StageStats) ([]queue.StageStats, queue.Dispatch
 	return buf, g
 }
 
-// restore adds back deltas that take returned and that were not written.
-func (t *tally) restore(stages []queue.StageStats, g queue.DispatchStats) {
-	for i := range stages {
-		s, d := t.stage(stages[i].Stage), &stages[i]
-		s.Processed += d.Processed
-		s.Failed += d.Failed
-		s.Timeouts += d.Timeouts
-		s.Crashes += d.Crashes
-		s.BusySeconds += d.BusySeconds
+// pending reports whether there is something to write.
+func (t *tally) pending() bool { return t.dirty || len(t.unflushed) > 0 }
+
+// flushes returns the writes to send, appended to dst[:0]: those that
+// failed, as they were, and the deltas since as a new one.
+func (t *tally) flushes(dst []queue.StatsFlush) []queue.StatsFlush {
+	dst = append(dst[:0], t.unflushed...)
+	if t.dirty {
+		t.seq++
+		stages, g := t.take(nil)
+		dst = append(dst, queue.StatsFlush{Token: t.token, Seq: t.seq, Stages: stages, Global: g})
 	}
-	a := &t.global
-	a.Claimed += g.Claimed
-	a.StagePasses += g.StagePasses
-	a.Requeued += g.Requeued
-	a.Done += g.Done
-	a.Failed += g.Failed
-	a.Paused += g.Paused
-	a.Resumed += g.Resumed
-	a.Reset += g.Reset
-	a.Orphans += g.Orphans
-	a.Expired += g.Expired
-	t.dirty = t.dirty || !g.IsZero() || len(stages) > 0
+	return dst
+}
+
+// flushed notes how the write of fs went.
+func (t *tally) flushed(fs []queue.StatsFlush, ok bool) {
+	t.unflushed = t.unflushed[:0]
+	if !ok {
+		t.unflushed = append(t.unflushed, fs...)
+	}
 }

@@ -89,6 +89,64 @@ ON CONFLICT (dispatcher) DO UPDATE SET
 // the rows of the pool's writer (Options.Writer).
 // Stages with zero deltas are skipped; nothing is written when all are zero.
 func (db *DB) AddStats(ctx context.Context, stages []StageStats, d DispatchStats) error {
+	if statsZero(stages, d) {
+		return nil
+	}
+	return db.inTx(ctx, func(tx pgx.Tx) error { return db.addStats(ctx, tx, stages, d) })
+}
+
+// statsZero reports whether there is nothing to add.
+func statsZero(stages []StageStats, d DispatchStats) bool {
+	for i := range stages {
+		if !stages[i].IsZero() {
+			return false
+		}
+	}
+	return d.IsZero()
+}
+
+// StatsFlush is one write of statistics deltas that is applied at most
+// once: sent again with the same Token and Seq after a failure whose
+// commit may have gone through, it is skipped if it was applied.
+type StatsFlush struct {
+	Token  int64 // the writer's, for the run (a new run starts afresh)
+	Seq    int64 // increasing for each write of a run
+	Stages []StageStats
+	Global DispatchStats
+}
+
+// statsFlushSQL claims a flush for this writer: a row comes back unless
+// this token has written this sequence number (or a later one) already.
+const statsFlushSQL = `
+INSERT INTO pepsi.stats_flush AS f (dispatcher, token, seq) VALUES ($1, $2, $3)
+ON CONFLICT (dispatcher) DO UPDATE SET token = EXCLUDED.token, seq = EXCLUDED.seq, updated_at = now()
+ WHERE f.token <> EXCLUDED.token OR f.seq < EXCLUDED.seq
+RETURNING true`
+
+// AddStatsOnce applies flushes, in order and in one transaction, each
+// one only if it was not applied before (see StatsFlush).
+func (db *DB) AddStatsOnce(ctx context.Context, flushes []StatsFlush) error {
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		for i := range flushes {
+			f := &flushes[i]
+			var fresh bool
+			err := tx.QueryRow(ctx, statsFlushSQL, db.writer, f.Token, f.Seq).Scan(&fresh)
+			if isNoRows(err) {
+				continue // applied by a write whose commit was not acknowledged
+			}
+			if err != nil {
+				return err
+			}
+			if err := db.addStats(ctx, tx, f.Stages, f.Global); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// addStats adds the deltas on tx.
+func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d DispatchStats) error {
 	var names []string
 	var processed, failed, timeouts, crashes []int64
 	var busy []float64
@@ -107,16 +165,14 @@ func (db *DB) AddStats(ctx context.Context, stages []StageStats, d DispatchStats
 	if len(names) == 0 && d.IsZero() {
 		return nil
 	}
-	return db.inTx(ctx, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		if len(names) > 0 {
-			b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy, db.writer)
-		}
-		if !d.IsZero() {
-			b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer)
-		}
-		return tx.SendBatch(ctx, b).Close()
-	})
+	b := &pgx.Batch{}
+	if len(names) > 0 {
+		b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy, db.writer)
+	}
+	if !d.IsZero() {
+		b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer)
+	}
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // ReadStats returns every stage's totals (by name) and the global totals,

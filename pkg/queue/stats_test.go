@@ -101,3 +101,32 @@ func TestAddStats(t *testing.T) {
 		t.Fatalf("dispatch_stats.updated_at %v not after %v", d.UpdatedAt, before.UpdatedAt)
 	}
 }
+
+// TestAddStatsOnce: a write sent again with its token and sequence number
+// (its commit was not acknowledged) is applied once; a later one, or one
+// of a new run (another token), is applied.
+func TestAddStatsOnce(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	f := func(token, seq, done int64) queue.StatsFlush {
+		return queue.StatsFlush{Token: token, Seq: seq, Stages: []queue.StageStats{{Stage: "a", Processed: done}},
+			Global: queue.DispatchStats{Done: done}}
+	}
+	for _, fs := range [][]queue.StatsFlush{
+		{f(1, 1, 1)},
+		{f(1, 1, 1), f(1, 2, 10)}, // the first again, then the next
+		{f(1, 2, 10)},             // applied: skipped
+		{f(2, 1, 100)},            // a new run
+	} {
+		if err := db.AddStatsOnce(ctx, fs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stages, d, err := db.ReadStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Done != 111 || len(stages) != 1 || stages[0].Processed != 111 {
+		t.Errorf("done %d, processed %+v; want 111 each", d.Done, stages)
+	}
+}
