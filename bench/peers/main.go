@@ -109,8 +109,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.work.RiverMaxConns, "work-river-max-conns", 12, "realwork: MaxConns of River's pgx pool")
 	fs.StringVar(&o.work.Python, "python", "", "realwork: a python3 with psycopg2 for the Python stage (default /usr/bin/python3, else python3; none: the Python stage is skipped)")
 	fs.IntVar(&o.work.PgbenchSeconds, "pgbench-seconds", 10, "realwork: seconds of each pgbench ceiling")
+	fs.DurationVar(&o.work.RiverFetchCooldown, "work-river-fetch-cooldown", 2*time.Millisecond, "realwork: River's FetchCooldown (it also spaces InsertTx's NOTIFY)")
+	systems := fs.String("work-systems", "", "realwork: run only these systems, comma-separated: "+strings.Join(workSystems, ","))
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *systems != "" {
+		for _, s := range strings.Split(*systems, ",") {
+			if !slices.Contains(workSystems, s) {
+				return o, fmt.Errorf("--work-systems: no system %q (systems: %s)", s, strings.Join(workSystems, ", "))
+			}
+			o.work.Systems = append(o.work.Systems, s)
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -334,7 +344,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if want("realwork") {
 		fmt.Fprintf(w, "  realwork: N = %d messages (River: chains), 3 stages; runs: %d, interleaved; River MaxWorkers %d, pool MaxConns %d, FetchCooldown %v, FetchPollInterval %v; pgbench %d s per client count\n",
-			o.work.Messages, o.runs, o.work.RiverWorkers, o.work.RiverMaxConns, o.river.FetchCooldown, o.river.FetchPollInterval, o.work.PgbenchSeconds)
+			o.work.Messages, o.runs, o.work.RiverWorkers, o.work.RiverMaxConns, o.work.RiverFetchCooldown, o.river.FetchPollInterval, o.work.PgbenchSeconds)
 	}
 	if exe != "" {
 		fmt.Fprintf(w, "  pepsi: %s, copied at the start (%s)\n", exeFrom, version)

@@ -41,7 +41,12 @@ type workOptions struct {
 	RiverMaxConns  int
 	Python         string // a python3 with psycopg2; "" skips the Python stage
 	PgbenchSeconds int
-	Timeout        time.Duration
+	Systems        []string // --work-systems; nil: all
+	// RiverFetchCooldown is River's FetchCooldown in the chain; it also
+	// spaces the NOTIFY that InsertTx sends (one per queue per cooldown),
+	// whose lock serializes the commits that carry one.
+	RiverFetchCooldown time.Duration
+	Timeout            time.Duration
 }
 
 // pepsiWork is one pepsi configuration of the real work.
@@ -352,8 +357,8 @@ func runRiverWork(ctx context.Context, serverDSN, database string, o workOptions
 	river.AddWorker(workers, &chainWorker[chainArgs2]{pool: pool, next: func(n int64) river.JobArgs { return chainArgs3{Num: n} }})
 	river.AddWorker(workers, &chainWorker[chainArgs3]{pool: pool})
 	client, err := river.NewClient(driver, &river.Config{
-		FetchCooldown:     ro.FetchCooldown,
-		FetchPollInterval: ro.FetchPollInterval,
+		FetchCooldown:     o.RiverFetchCooldown,
+		FetchPollInterval: max(ro.FetchPollInterval, o.RiverFetchCooldown),
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.RiverWorkers}},
 		Workers:           workers,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 )
@@ -27,6 +28,13 @@ var (
 )
 
 var pgbenchClients = []int{6, 12}
+
+// workSystems are the real-work step's systems, for --work-systems.
+var workSystems = []string{"river", "default", "tuned", "plain", "python", "pgbench"}
+
+func (o workOptions) want(sys string) bool {
+	return o.Systems == nil || slices.Contains(o.Systems, sys)
+}
 
 // workRun holds the real-work step's figures over the runs.
 type workRun struct {
@@ -59,17 +67,23 @@ func newWorkRun(o options) (*workRun, error) {
 
 // run runs every system once, in order, each on a fresh database.
 func (w *workRun) run(ctx context.Context, i int, exe string, o options, progress func(string, ...any)) error {
-	progress("run %d of %d: realwork: River chain", i, o.runs)
-	r, err := runRiverWork(ctx, o.dsn, o.work.Database, o.work, o.river, progress)
-	if err != nil {
-		return fmt.Errorf("realwork, River: %w", err)
+	if o.work.want("river") {
+		progress("run %d of %d: realwork: River chain", i, o.runs)
+		r, err := runRiverWork(ctx, o.dsn, o.work.Database, o.work, o.river, progress)
+		if err != nil {
+			return fmt.Errorf("realwork, River: %w", err)
+		}
+		w.river.add(r.rate())
+		progress("run %d: realwork: River: %s passes/s (%d in %v)", i, num(r.rate()), r.passes, r.elapsed.Round(time.Millisecond))
 	}
-	w.river.add(r.rate())
-	progress("run %d: realwork: River: %s passes/s (%d in %v)", i, num(r.rate()), r.passes, r.elapsed.Round(time.Millisecond))
 	for _, c := range []struct {
+		sys string
 		cfg pepsiWork
 		s   *series
-	}{{workDefaults, w.def}, {workTuned, w.tuned}, {workPlain, w.plain}, {workPython, w.py}} {
+	}{{"default", workDefaults, w.def}, {"tuned", workTuned, w.tuned}, {"plain", workPlain, w.plain}, {"python", workPython, w.py}} {
+		if !o.work.want(c.sys) {
+			continue
+		}
 		if c.cfg.kind == "python" && w.python == "" {
 			progress("realwork: no python3 with psycopg2: the Python stage is skipped")
 			continue
@@ -82,6 +96,9 @@ func (w *workRun) run(ctx context.Context, i int, exe string, o options, progres
 		}
 		c.s.add(r.rate())
 		progress("run %d: realwork: %s: %s passes/s (%d in %v)", i, c.cfg.label, num(r.rate()), r.passes, r.elapsed.Round(time.Millisecond))
+	}
+	if !o.work.want("pgbench") {
+		return nil
 	}
 	progress("run %d of %d: realwork: pgbench ceiling at %v clients, %d s each", i, o.runs, pgbenchClients, o.work.PgbenchSeconds)
 	tps, err := runPgbench(ctx, o.dsn, o.work.Database, w.dir, o.work, pgbenchClients)
