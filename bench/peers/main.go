@@ -307,11 +307,6 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 			progress("run %d: pepsi, 3 stages: %s passes/s", i, num(*f.Value))
 		}
-		if want("realwork") {
-			if err := work.run(ctx, i, exe, o, progress); err != nil {
-				return err
-			}
-		}
 		if want("ceiling") {
 			progress("run %d of %d: pepsi bench --only ceiling", i, o.runs)
 			rep, err := runPepsiBench(ctx, exe, o.dsn, o.pepsiDatabase, o.timeout, "--only", "ceiling")
@@ -329,6 +324,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			ceil1.add(*f1.Value)
 			ceilC.add(*fc.Value)
 			ceilC.name = "commit ceiling, " + strings.TrimPrefix(fc.Name, "commit ceiling, ") + " (single-row UPDATE commits)"
+		}
+		if want("realwork") {
+			if err := work.run(ctx, i, exe, o, progress); err != nil {
+				return err
+			}
 		}
 	}
 
