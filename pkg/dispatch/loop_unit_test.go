@@ -462,12 +462,14 @@ func TestFinishChore(t *testing.T) {
 	if u.startClaim(u.at); u.claimer.job != nil {
 		t.Fatal("a claim started during the orphan sweep")
 	}
-	// The sweep ran, the write failed: the deltas come back.
+	// The sweep ran, the write failed: the write is kept, to be sent again
+	// as it was, and the sweep's count is new deltas.
 	c.did, c.reset = stepOrphans, 2
 	j.err = errors.New("lock timeout")
 	u.finishJob(j, u.at)
-	if u.orphansNow || u.tally.global.Orphans != 2 || u.tally.stage("a").Processed != 1 || !u.tally.dirty {
-		t.Errorf("after the chore: orphansNow %v, tally %+v %+v", u.orphansNow, u.tally.global, *u.tally.stage("a"))
+	if u.orphansNow || u.tally.global.Orphans != 2 || u.tally.stage("a").Processed != 0 || !u.tally.dirty ||
+		len(u.tally.unflushed) != 1 || u.tally.unflushed[0].Stages[0].Processed != 1 {
+		t.Errorf("after the chore: orphansNow %v, tally %+v %+v, unflushed %+v", u.orphansNow, u.tally.global, *u.tally.stage("a"), u.tally.unflushed)
 	}
 	if !strings.Contains(u.log.String(), "database: writing statistics failed") || !u.retryAt.After(u.at) {
 		t.Errorf("no retry of the write: %s", u.log)
