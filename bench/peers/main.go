@@ -110,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.work.Python, "python", "", "realwork: a python3 with psycopg2 for the Python stage (default /usr/bin/python3, else python3; none: the Python stage is skipped)")
 	fs.IntVar(&o.work.PgbenchSeconds, "pgbench-seconds", 10, "realwork: seconds of each pgbench ceiling")
 	fs.DurationVar(&o.work.RiverFetchCooldown, "work-river-fetch-cooldown", 2*time.Millisecond, "realwork: River's FetchCooldown (it also spaces InsertTx's NOTIFY)")
+	fs.DurationVar(&o.work.RiverVacuum, "work-river-vacuum", 2*time.Second, "realwork: VACUUM ANALYZE river_job this often beside River's chain, for autovacuum (0: never)")
 	systems := fs.String("work-systems", "", "realwork: run only these systems, comma-separated: "+strings.Join(workSystems, ","))
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -343,8 +344,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			riverVersion, o.river.Workers, o.river.FetchCooldown, o.river.FetchPollInterval, maxConnsName(o.river.MaxConns))
 	}
 	if want("realwork") {
-		fmt.Fprintf(w, "  realwork: N = %d messages (River: chains), 3 stages; runs: %d, interleaved; River MaxWorkers %d, pool MaxConns %d, FetchCooldown %v, FetchPollInterval %v; pgbench %d s per client count\n",
-			o.work.Messages, o.runs, o.work.RiverWorkers, o.work.RiverMaxConns, o.work.RiverFetchCooldown, o.river.FetchPollInterval, o.work.PgbenchSeconds)
+		fmt.Fprintf(w, "  realwork: N = %d messages (River: chains), 3 stages; runs: %d, interleaved; River MaxWorkers %d, pool MaxConns %d, FetchCooldown %v, FetchPollInterval %v, VACUUM ANALYZE river_job every %v; pgbench %d s per client count\n",
+			o.work.Messages, o.runs, o.work.RiverWorkers, o.work.RiverMaxConns, o.work.RiverFetchCooldown, max(o.river.FetchPollInterval, o.work.RiverFetchCooldown), o.work.RiverVacuum, o.work.PgbenchSeconds)
 	}
 	if exe != "" {
 		fmt.Fprintf(w, "  pepsi: %s, copied at the start (%s)\n", exeFrom, version)
