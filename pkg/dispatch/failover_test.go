@@ -210,7 +210,7 @@ func TestFailover(t *testing.T) {
 	}
 	t.Logf("old primary back as a standby: every session of pepsi's ended, the listener reconnected past it to node_b in %v; %d more done there, replicated to node_a, which has no session of pepsi's",
 		relistened.Round(time.Millisecond), more)
-	bn.checkInvariants()
+	bn.checkAfterOutage()
 }
 
 // waitNode waits for cond, a check of a node (tolerant of its errors),

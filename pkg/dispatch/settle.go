@@ -65,9 +65,11 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	t, res := &j.turn, &j.res
 	if j.err != nil {
 		d.settles, d.spare = append(t.Settles, d.settles...), d.settles[:0]
+		d.settleAgain = true
 		d.dbFailed(now, "settle", j.err)
 		return
 	}
+	d.settleAgain = false
 	d.dbUp(t.Settles)
 	d.spare = t.Settles[:0]
 	d.backoff.reset()

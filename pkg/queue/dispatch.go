@@ -344,6 +344,12 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
+// A running row handed out at another stage than the verdict's is stale:
+// an earlier settle of this verdict committed but its answer was lost
+// (the connection broke at its COMMIT), and the row was requeued and
+// claimed again since. It is left alone and reported as that settle's
+// requeue.
+//
 // Rows the stage finished, paused or failed are left alone, but for the
 // stage a paused row was handed at (handed), cleared: until then the
 // resume leaves the row alone, so a short pause is never claimed again
@@ -376,12 +382,13 @@ WITH cur AS (
     SELECT v.id, v.stage AS handed, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
            coalesce(l.status, f.status) AS status, coalesce(l.stage, f.stage) AS stage,
            coalesce(l.timeout, f.timeout) AS timeout, l.attempts,
+           coalesce(l.handed <> v.stage, false) AS stale,
            coalesce(l.stage, f.stage) <> v.stage AS advanced,
            v.verdict = 'failed' AND greatest(l.attempts, 1) <= v.retries AS retry
       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[])
            AS v(id, stage, verdict, reason, retries, delay, maxdelay, target)
       LEFT JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout, s.attempts FROM pepsi.state_live s
+           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed FROM pepsi.state_live s
             WHERE s.id = v.id FOR UPDATE) l ON true
       LEFT JOIN LATERAL (
            SELECT s.status, s.stage, s.timeout FROM pepsi.state s
@@ -411,7 +418,7 @@ WITH cur AS (
                            END,
            updated_at = now(), handed = NULL
       FROM cur x
-     WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'running' AND s.status IN ('pending', 'running', 'paused')
+     WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'running' AND NOT x.stale AND s.status IN ('pending', 'running', 'paused')
     RETURNING s.id, s.stage, x.handed, s.status, s.timeout
 ), unhand AS (
     UPDATE pepsi.state_live s SET handed = NULL
@@ -420,7 +427,9 @@ WITH cur AS (
 )
 SELECT id, 'running', stage, handed, status, timeout FROM upd
 UNION ALL
-SELECT id, status, stage, handed, '', timeout FROM cur WHERE status <> 'running'`
+SELECT id, status, stage, handed, '', timeout FROM cur WHERE status <> 'running'
+UNION ALL
+SELECT id, 'running', stage, handed, 'pending', timeout FROM cur WHERE status = 'running' AND stale`
 
 // Settle applies verdicts in one statement and appends what it found to dst.
 func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled, error) {

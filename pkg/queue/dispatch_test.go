@@ -377,3 +377,28 @@ func TestResumePaused(t *testing.T) {
 		t.Fatalf("future timeout %v is not an hour away", futTimeout)
 	}
 }
+
+// TestSettleStale: a verdict for a pass at stage a whose row is running
+// now at b, handed out there (an earlier settle of it committed, its
+// answer lost, and the row was claimed again at b), leaves the row to
+// b's pass and reports the requeue that earlier settle made.
+func TestSettleStale(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	id := seed1(t, db, "b", queue.Running)
+	exec(t, db, "UPDATE pepsi.state SET handed = 'b' WHERE id = $1", id)
+	before := getState(t, db, id)
+	got, err := db.Settle(ctx, []queue.Settle{{ID: id, Stage: "a", Verdict: queue.PassOK}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Before != queue.Running || got[0].After != queue.Pending || got[0].Stage != "b" || got[0].Handed != "a" {
+		t.Errorf("settled %+v, want reported as requeued from a to b", got)
+	}
+	if after := getState(t, db, id); !after.same(before) {
+		t.Errorf("the row changed: %+v → %+v", before, after)
+	}
+	if h := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND handed = 'b'", id); h != 1 {
+		t.Error("the row's handed stage changed")
+	}
+}
