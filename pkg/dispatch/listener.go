@@ -195,11 +195,21 @@ func closeListener(lis *queue.Listener) {
 }
 
 // relisten reconnects the listener with backoff and re-takes the lock;
-// losing the lock to another dispatcher is fatal.
+// losing the lock to another dispatcher is fatal, and so is a standby
+// waiting for it: the stages are left to the standby.
 func (d *Dispatcher) relisten(ctx context.Context) {
 	b := d.reconnectBackoff()
 	for sleep(ctx, b.next()) {
 		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
+		var standby bool
+		if err == nil {
+			standby, err = lis.StandbyWaits(ctx, d.lockStages(), d.owned == nil)
+		}
+		if err == nil && standby {
+			closeListener(lis)
+			d.fatal <- errors.New("lost the dispatcher lock to another dispatcher: a standby waits for it")
+			return
+		}
 		if err == nil {
 			if err = lis.TakeStages(ctx, d.lockStages(), d.owned == nil, d.token); errors.Is(err, queue.ErrLocked) {
 				closeListener(lis)

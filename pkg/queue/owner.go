@@ -380,3 +380,23 @@ func (db *DB) Owners(ctx context.Context, stages []string) (map[string]LockHolde
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// standbyWaitsSQL finds another session holding a standby lock (WaitFor)
+// for one of the stages $3, or, with $5, for the database-wide lock.
+const standbyWaitsSQL = `
+SELECT EXISTS (SELECT FROM pg_locks l
+ WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND ((l.objsubid = 1 AND $5 AND ((l.classid::bigint << 32) | l.objid::bigint) = $1)
+     OR (l.objsubid = 2 AND l.classid::bigint = $2
+         AND l.objid::bigint IN (SELECT hashtext(s)::bigint & $4 FROM unnest($3::text[]) s))))`
+
+// StandbyWaits reports whether a standby waits for one of stages (with
+// all, for the database-wide lock too). A dispatcher whose lock session
+// was ended leaves them to it rather than take them back: the standby
+// polls, so it would not otherwise be first.
+func (l *Listener) StandbyWaits(ctx context.Context, stages []string, all bool) (bool, error) {
+	var ok bool
+	err := l.conn.QueryRow(ctx, standbyWaitsSQL, int64(standbyLock), int64(standbyLockClass), stages, objid32, all).Scan(&ok)
+	return ok, err
+}
