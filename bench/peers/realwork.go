@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -325,33 +324,16 @@ func (w *chainWorker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 func runRiverWork(ctx context.Context, serverDSN, database string, o workOptions, ro riverOptions, progress func(string, ...any)) (res workResult, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if err := recreateDatabase(ctx, serverDSN, database); err != nil {
-		return res, fmt.Errorf("create database %s: %w", database, err)
+	pool, drop, err := riverDatabase(ctx, serverDSN, database, o.RiverMaxConns)
+	if err != nil {
+		return res, err
 	}
 	defer func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer dcancel()
-		if derr := dropDatabase(dctx, serverDSN, database); derr != nil && err == nil {
-			err = fmt.Errorf("drop database %s: %w", database, derr)
+		if derr := drop(); derr != nil && err == nil {
+			err = derr
 		}
 	}()
-	dsn, err := withDatabase(serverDSN, database)
-	if err != nil {
-		return res, err
-	}
-	pool, err := openPool(ctx, dsn, o.RiverMaxConns)
-	if err != nil {
-		return res, err
-	}
-	defer pool.Close()
 	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, nil)
-	if err != nil {
-		return res, err
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return res, fmt.Errorf("river migrate: %w", err)
-	}
 	for _, q := range []string{`CREATE TABLE acct (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`,
 		`INSERT INTO acct (id) SELECT generate_series(1, 10000)`, `VACUUM ANALYZE acct`} {
 		if _, err := pool.Exec(ctx, q); err != nil {
@@ -414,7 +396,7 @@ func runRiverWork(ctx context.Context, serverDSN, database string, o workOptions
 		}
 	}
 	if o.RiverVacuum > 0 {
-		vconn, err := pgx.Connect(ctx, dsn)
+		vconn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 		if err != nil {
 			return res, err
 		}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -62,40 +63,60 @@ type riverResult struct {
 
 func (r riverResult) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
 
+// riverDatabase creates database afresh on the server of serverDSN,
+// migrates River's schema into it and opens a pool of maxConns; drop
+// closes the pool and drops the database.
+func riverDatabase(ctx context.Context, serverDSN, database string, maxConns int) (pool *pgxpool.Pool, drop func() error, err error) {
+	if err := recreateDatabase(ctx, serverDSN, database); err != nil {
+		return nil, nil, fmt.Errorf("create database %s: %w", database, err)
+	}
+	drop = func() error {
+		if pool != nil {
+			pool.Close()
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		if derr := dropDatabase(dctx, serverDSN, database); derr != nil {
+			return fmt.Errorf("drop database %s: %w", database, derr)
+		}
+		return nil
+	}
+	dsn, err := withDatabase(serverDSN, database)
+	if err == nil {
+		pool, err = openPool(ctx, dsn, maxConns)
+	}
+	var migrator *rivermigrate.Migrator[pgx.Tx]
+	if err == nil {
+		migrator, err = rivermigrate.New(riverpgxv5.New(pool), nil)
+	}
+	if err == nil {
+		if _, err = migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			err = fmt.Errorf("river migrate: %w", err)
+		}
+	}
+	if err != nil {
+		_ = drop()
+		return nil, nil, err
+	}
+	return pool, drop, nil
+}
+
 // runRiver runs the workload once on a fresh database, which it drops at
 // the end.
 func runRiver(ctx context.Context, serverDSN, database string, n int, o riverOptions, progress func(string, ...any)) (res riverResult, err error) {
 	res.jobs = n
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if err := recreateDatabase(ctx, serverDSN, database); err != nil {
-		return res, fmt.Errorf("create database %s: %w", database, err)
+	pool, drop, err := riverDatabase(ctx, serverDSN, database, o.MaxConns)
+	if err != nil {
+		return res, err
 	}
 	defer func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer dcancel()
-		if derr := dropDatabase(dctx, serverDSN, database); derr != nil && err == nil {
-			err = fmt.Errorf("drop database %s: %w", database, derr)
+		if derr := drop(); derr != nil && err == nil {
+			err = derr
 		}
 	}()
-	dsn, err := withDatabase(serverDSN, database)
-	if err != nil {
-		return res, err
-	}
-	pool, err := openPool(ctx, dsn, o.MaxConns)
-	if err != nil {
-		return res, err
-	}
-	defer pool.Close()
 	driver := riverpgxv5.New(pool)
-
-	migrator, err := rivermigrate.New(driver, nil)
-	if err != nil {
-		return res, err
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return res, fmt.Errorf("river migrate: %w", err)
-	}
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &benchWorker{})
