@@ -73,9 +73,10 @@ func (d *Dispatcher) startClaim(now time.Time) {
 
 // claimHeld reports whether the claim lane may not start a job now
 // whatever is due: a claim is in flight, the dispatcher is stopping, the
-// settles are behind or the last one failed, or the orphan sweep runs. Each ends with a lane's
-// result or a stop, which wakes the loop, so nextDeadline sets no
-// deadline of the claim's meanwhile (a due one would spin the loop).
+// settles are behind or the last one failed, or the orphan sweep runs.
+// Each ends with a lane's result or a stop, which wakes the loop, so
+// nextDeadline sets no deadline of the claim's meanwhile (a due one would
+// spin the loop).
 func (d *Dispatcher) claimHeld() bool {
 	// Answers free their workers before they are settled: while the
 	// settles fall behind, claiming more only grows their backlog. And the

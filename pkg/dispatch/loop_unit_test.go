@@ -446,6 +446,18 @@ func TestFinishSettle(t *testing.T) {
 	if len(u.settles) != 2 || u.settles[0].ID != 5 || u.settles[1].ID != 6 {
 		t.Errorf("after a failed settle: %+v", u.settles)
 	}
+	// It may have committed: no claim goes before it goes again.
+	if !u.claimHeld() {
+		t.Error("a claim may start while a failed settle waits to go again")
+	}
+	u.retryAt = u.at
+	u.startSettle(u.at)
+	j = u.sent(&u.settler)
+	j.res.Settled = nil
+	u.finishJob(j, u.at)
+	if u.claimHeld() {
+		t.Error("claims still held after the settle went through")
+	}
 }
 
 func TestFinishChore(t *testing.T) {

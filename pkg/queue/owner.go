@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,14 +112,14 @@ func (l *Listener) TakeStages(ctx context.Context, stages []string, all bool, to
 // shared, which is how DispatcherSessions sees it wait. TakeStages then
 // takes the whole set; Release gives this hold back.
 func (l *Listener) WaitFor(ctx context.Context, stage string, all bool) error {
-	mark, markArgs := "SELECT pg_advisory_lock_shared($1)", []any{int64(standbyLock)}
+	key, args := "($1)", []any{int64(standbyLock)}
 	if stage != "" {
-		mark, markArgs = "SELECT pg_advisory_lock_shared($1, hashtext($2))", []any{int32(standbyLockClass), stage}
+		key, args = "($1, hashtext($2))", []any{int32(standbyLockClass), stage}
 	}
-	if _, err := l.conn.Exec(ctx, mark, markArgs...); err != nil {
+	if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock_shared"+key, args...); err != nil {
 		return err
 	}
-	defer l.cleanup(strings.Replace(mark, "pg_advisory_lock_shared", "pg_advisory_unlock_shared", 1), markArgs...)
+	defer l.cleanup("SELECT pg_advisory_unlock_shared"+key, args...)
 	try := l.lockSQL("pg_try_advisory_lock", stage, all)
 	for {
 		var ok bool
