@@ -716,7 +716,7 @@ func checkWake(d *doctor) doctorResult {
 	}
 	switch {
 	case w.Counter == nil && len(ds.Running) == 0:
-		return warn("never set (a new database, or a server crash since a dispatcher last ran): every pepsi.enqueue() notifies, which slows producers under load",
+		return warn("never set (a server crash since a dispatcher last ran): every pepsi.enqueue() notifies, which slows producers under load",
 			"start pepsi dispatch: it sets the flag (one that stops cleanly clears it)").with(w)
 	case len(stale) > 0:
 		return warn(fmt.Sprintf("armed for set %s, which no running dispatcher owns (one killed while idle?): every pepsi.enqueue() notifies",

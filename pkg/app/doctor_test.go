@@ -166,13 +166,14 @@ func mustMigrations(t *testing.T) []queue.Migration {
 }
 
 // TestDoctorDispatchers: no dispatcher → FAIL (exit 1), the wake flag
-// never set → WARN; a stage with messages and no section → WARN; a stale
+// never set (a crash) → WARN; a stage with messages and no section → WARN; a stale
 // armed wake row → WARN; rows in pepsi.ingress past 2 and 10 ×
 // POLL_INTERVAL → WARN, FAIL. Then a dispatcher and a standby start: the
 // dispatchers are OK and name the standby, the ingress is admitted, and
 // the standby is named as holding back VACUUM once past the threshold.
 func TestDoctorDispatchers(t *testing.T) {
 	f := newFaultDB(t, "") // POLL_INTERVAL = 2: ingress warns past 4 s, fails past 20 s
+	execSQL(t, f.DSN, "ALTER SEQUENCE pepsi.wake_armed RESTART") // as a server crash leaves the unlogged flag
 	run := doctorJSON(t)
 	run.want(t, "dispatchers", statusFail, "no dispatcher owns stage parse, enrich, deliver: start pepsi dispatch")
 	run.want(t, "wake", statusWarn, "never set")

@@ -325,7 +325,7 @@ type WakeRow struct {
 type WakeState struct {
 	Rows []WakeRow `json:"rows"`
 	// Counter is pepsi.wake_armed, the number of armed sets producers
-	// read; nil when it was never set (a new database, or after a crash):
+	// read; nil when it was never set (after a crash):
 	// then producers take every dispatcher as armed.
 	Counter *int64 `json:"counter"`
 	Armed   bool   `json:"armed"` // pepsi.armed(): whether a producer notifies now

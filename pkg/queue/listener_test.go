@@ -145,7 +145,11 @@ func TestListenerWait(t *testing.T) {
 		t.Fatalf("TryLock after a Wait timeout: %v", err)
 	}
 
-	// A notification from another session wakes it.
+	// A notification from another session wakes it (producers notify
+	// while a dispatcher is armed).
+	if err := db.SetArmed(ctx, "", true); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		got, err := l.Wait(ctx, 30*time.Second)

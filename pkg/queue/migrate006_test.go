@@ -73,10 +73,11 @@ func TestMigrateStageSets(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pepsi.dispatch_stats").Scan(&n); err != nil || n != 2 {
 		t.Errorf("%d dispatch_stats rows (%v), want 2 (every stage's, and set b's)", n, err)
 	}
-	// The wake flag: empty reads as armed; any armed set makes producers notify.
+	// The wake flag: a new database reads as not armed (no dispatcher
+	// listens, migration 015); any armed set makes producers notify.
 	var armed bool
-	if err := conn.QueryRow(ctx, "SELECT pepsi.armed()").Scan(&armed); err != nil || !armed {
-		t.Errorf("pepsi.armed() on the new empty table = %v, %v; want true", armed, err)
+	if err := conn.QueryRow(ctx, "SELECT pepsi.armed()").Scan(&armed); err != nil || armed {
+		t.Errorf("pepsi.armed() on the new empty table = %v, %v; want false", armed, err)
 	}
 	for _, w := range []struct {
 		set string

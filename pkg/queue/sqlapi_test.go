@@ -245,6 +245,15 @@ func TestIngressNotify(t *testing.T) {
 	if _, err := conn.Exec(ctx, "LISTEN pepsi_ingress"); err != nil {
 		t.Fatal(err)
 	}
+	// A new database, where no dispatcher has run, notifies nobody: no
+	// dispatcher listens, and a starting one claims before it waits.
+	if _, err := queue.Enqueue(ctx, db.Pool, "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly(t, db, conn, "pepsi_ingress", 0)
+	if err := db.SetArmed(ctx, "", true); err != nil {
+		t.Fatal(err)
+	}
 	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{[]byte("1"), []byte("2"), []byte("3")}})
 	if err != nil || len(ids) != 3 {
 		t.Fatalf("EnqueueBulk: %v %v", ids, err)

@@ -1,0 +1,11 @@
+-- pepsi schema, version 15: a new database starts with its wake flag off.
+--
+-- pepsi.armed() reads a pepsi.wake_armed that was never set as armed, so
+-- that an unlogged sequence reset by a crash makes producers notify until a
+-- dispatcher writes the flag again. A new database has no dispatcher to
+-- notify, and each NOTIFY serialises its producer's commit: a new user's
+-- first measurement of pepsi.enqueue() paid for notifications that nobody
+-- heard. A dispatcher that starts claims what is there before it relies on
+-- notifications, so the flag can start at the number of armed dispatchers:
+-- none. A crash still resets it to armed.
+SELECT setval('pepsi.wake_armed', (SELECT count(*) FROM pepsi.wake WHERE armed), true);
