@@ -172,7 +172,7 @@ func mustMigrations(t *testing.T) []queue.Migration {
 // dispatchers are OK and name the standby, the ingress is admitted, and
 // the standby is named as holding back VACUUM once past the threshold.
 func TestDoctorDispatchers(t *testing.T) {
-	f := newFaultDB(t, "") // POLL_INTERVAL = 2: ingress warns past 4 s, fails past 20 s
+	f := newFaultDB(t, "")                                       // POLL_INTERVAL = 2: ingress warns past 4 s, fails past 20 s
 	execSQL(t, f.DSN, "ALTER SEQUENCE pepsi.wake_armed RESTART") // as a server crash leaves the unlogged flag
 	run := doctorJSON(t)
 	run.want(t, "dispatchers", statusFail, "no dispatcher owns stage parse, enrich, deliver: start pepsi dispatch")
