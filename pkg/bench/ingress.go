@@ -179,6 +179,10 @@ func (b *bench) ingress(ctx context.Context) error {
 		}
 	}
 	secs := max(1, int(math.Ceil(b.o.IngressTime.Seconds())))
+	fresh, err := b.ingressFresh(ctx, pgbench, secs)
+	if err != nil {
+		return err
+	}
 
 	// One stage: each message costs the consumer one pass, the least a
 	// relay of an outbox does.
@@ -336,6 +340,7 @@ func (b *bench) ingress(ctx context.Context) error {
 			rep.add(f)
 		}
 	}
+	b.reportFresh(fresh, median)
 	rep.note("SQL ingress: pgbench -c N -j %d -T %d -n on the bench database, each transaction "+
 		"BEGIN; INSERT INTO bench.app (account, amount) VALUES (random, random); then either "+
 		"SELECT pepsi.enqueue('%s', 'payload') or, plain, INSERT INTO bench.outbox (stage, headers, payload) VALUES ('%s', '{}', 'payload') "+
