@@ -13,15 +13,40 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 )
 
 // The workload of `river bench --num-total-jobs N` (River's
-// cmd/river/riverbench), written here against River as a library: the
-// same job, worker and client configuration; N jobs inserted before the
-// client starts; the time from the client's start to the last completion.
+// cmd/river/riverbench, river_bench.go, and its pool from
+// cmd/river/rivercli's openPgxV5DBPool), written here against River as a
+// library, point by point as River's CLI does it:
+//
+//   - the pool: pgxpool.ParseConfig of the DSN, pgxpool's defaults
+//     (MaxConns max(4, CPUs)), application_name, statement_timeout 10 s and
+//     idle_in_transaction_session_timeout 11 s unless the DSN sets them;
+//   - the table: TRUNCATE river_job, VACUUM FULL river_job (resetJobsTable);
+//   - the client: FetchCooldown 2 ms, FetchPollInterval 20 ms, the default
+//     queue with MaxWorkers 2 000, everything else at River's defaults
+//     (JobTimeout, CompletedJobRetentionPeriod, leader election, ...);
+//   - the subscription, taken before the insert: completed, failed and
+//     cancelled events, a channel of 75 000 (minJobs);
+//   - the insert: N jobs {"num": i} (i from 1: River v0.51 numbers them,
+//     PR #1379) by InsertMany in batches of 5 000, before the client
+//     starts;
+//   - beside the run, from the client's creation to its stop, a
+//     JobCountByState(available) every second (river bench logs it);
+//   - the clock: from just after client.Start returns to the last
+//     completed event; jobs/s = N ÷ that.
+//
+// What is not River's CLI: the database is created and migrated here
+// (river bench is given one that `river migrate-up` made), a CHECKPOINT
+// before the insert (see runRiver), application_name, the logger's
+// handler (river bench: tint on stdout at Warn; here slog text on stderr
+// at Warn), and a retried failure is not counted as done (river bench
+// counts every event; a no-op job does not fail).
 
 // benchArgs is river bench's BenchmarkArgs.
 type benchArgs struct {
@@ -53,8 +78,8 @@ type riverOptions struct {
 type riverResult struct {
 	jobs       int
 	insertRate float64       // jobs/s inserted
-	elapsed    time.Duration // client start → last completion
-	first      time.Duration // client start → first completion
+	elapsed    time.Duration // client.Start returned → last completion
+	first      time.Duration // client.Start returned → first completion (may be < 0)
 	clientCPU  time.Duration // this process (the River client) during the work
 	backendCPU time.Duration // the database's backends during the work; 0: unknown
 	completed  int64         // rows in state completed afterwards
@@ -101,6 +126,10 @@ func riverDatabase(ctx context.Context, serverDSN, database string, maxConns int
 	return pool, drop, nil
 }
 
+// riverBenchMinJobs is river bench's minJobs, the size of its
+// subscription channel.
+const riverBenchMinJobs = 75_000
+
 // runRiver runs the workload once on a fresh database, which it drops at
 // the end.
 func runRiver(ctx context.Context, serverDSN, database string, n int, o riverOptions, progress func(string, ...any)) (res riverResult, err error) {
@@ -117,13 +146,33 @@ func runRiver(ctx context.Context, serverDSN, database string, n int, o riverOpt
 		}
 	}()
 	driver := riverpgxv5.New(pool)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// river bench's resetJobsTable, on the driver's executor as there.
+	for _, q := range []string{"TRUNCATE river_job", "VACUUM FULL river_job"} {
+		if err := driver.GetExecutor().Exec(ctx, q); err != nil {
+			return res, fmt.Errorf("river bench's reset, %s: %w", q, err)
+		}
+	}
+	// Not river bench's: a CHECKPOINT before the insert, outside the timed
+	// part. It settles the WAL of the step before (pepsi's, or River's
+	// previous run), so that it does not bring a checkpoint on during the
+	// timed part, and leaves the server as a `river bench` on a quiet server
+	// finds it: the insert writes the pages' full-page images, and no
+	// checkpoint falls between the insert and the worked jobs. Before
+	// 2026-12-06 16:30 UTC it ran between the insert and client.Start, so
+	// the first update of every page in the timed part wrote a full-page
+	// image again, which river bench never pays.
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return res, fmt.Errorf("checkpoint before the insert: %w", err)
+	}
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &benchWorker{})
 	client, err := river.NewClient(driver, &river.Config{
 		FetchCooldown:     o.FetchCooldown,
 		FetchPollInterval: o.FetchPollInterval,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:            logger,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
 		Workers:           workers,
 	})
@@ -131,33 +180,14 @@ func runRiver(ctx context.Context, serverDSN, database string, n int, o riverOpt
 		return res, err
 	}
 
-	// N jobs, in batches, before the client starts (river bench
-	// --num-total-jobs).
-	progress("River: inserting %d jobs (%s, %d per batch)", n, insertName(o.InsertFast), o.BatchSize)
-	t0 := time.Now()
-	batch := make([]river.InsertManyParams, 0, o.BatchSize)
-	for num := 1; num <= n; {
-		batch = batch[:0]
-		for ; num <= n && len(batch) < o.BatchSize; num++ {
-			batch = append(batch, river.InsertManyParams{Args: benchArgs{Num: num}})
-		}
-		if o.InsertFast {
-			_, err = client.InsertManyFast(ctx, batch)
-		} else {
-			_, err = client.InsertMany(ctx, batch)
-		}
-		if err != nil {
-			return res, fmt.Errorf("river insert: %w", err)
-		}
-	}
-	res.insertRate = float64(n) / time.Since(t0).Seconds()
-
 	// Completions are counted from the client's events, as river bench
-	// counts them: an event comes after the completer has written the row.
-	// The channel holds every event, so that none is dropped.
+	// counts them (an event comes after the completer has written the
+	// row), on a subscription taken before the insert as there. Its
+	// channel is river bench's 75 000, or N when N is larger, so that no
+	// event is dropped (a larger buffer costs memory only).
 	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: n + 1000,
-		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+		ChanSize: max(riverBenchMinJobs, n),
+		Kinds:    []river.EventKind{river.EventKindJobCancelled, river.EventKindJobCompleted, river.EventKindJobFailed},
 	})
 	defer unsubscribe()
 	var (
@@ -186,20 +216,57 @@ func runRiver(ctx context.Context, serverDSN, database string, n int, o riverOpt
 		}
 	}()
 
-	// The jobs are worked from a checkpoint, as pepsi bench starts its
-	// batch: the WAL of the insert (or of the step before) does not bring
-	// one on during the timed part.
-	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
-		return res, fmt.Errorf("checkpoint before the run: %w", err)
+	// river bench's second goroutine: the available jobs counted every
+	// second, from before the insert until the client has stopped.
+	countCtx, stopCount := context.WithCancel(ctx)
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-countCtx.Done():
+				return
+			case <-t.C:
+				if _, err := driver.GetExecutor().JobCountByState(countCtx, &riverdriver.JobCountByStateParams{State: rivertype.JobStateAvailable}); err != nil && countCtx.Err() == nil {
+					logger.Error("river: counting available jobs", "err", err)
+				}
+			}
+		}
+	}()
+	defer func() { stopCount(); <-counted }()
+
+	// N jobs, in batches, before the client starts (river bench
+	// --num-total-jobs).
+	progress("River: inserting %d jobs (%s, %d per batch)", n, insertName(o.InsertFast), o.BatchSize)
+	t0 := time.Now()
+	batch := make([]river.InsertManyParams, 0, o.BatchSize)
+	for num := 1; num <= n; {
+		batch = batch[:0]
+		for ; num <= n && len(batch) < o.BatchSize; num++ {
+			batch = append(batch, river.InsertManyParams{Args: benchArgs{Num: num}})
+		}
+		if o.InsertFast {
+			_, err = client.InsertManyFast(ctx, batch)
+		} else {
+			_, err = client.InsertMany(ctx, batch)
+		}
+		if err != nil {
+			return res, fmt.Errorf("river insert: %w", err)
+		}
 	}
+	res.insertRate = float64(n) / time.Since(t0).Seconds()
+
 	cpu0, _ := procCPU(os.Getpid())
 	b0, bErr := backendCPU(ctx, pool)
 	progress("River: client with %d workers on the default queue (FetchCooldown %v, FetchPollInterval %v), %d jobs",
 		o.Workers, o.FetchCooldown, o.FetchPollInterval, n)
-	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return res, fmt.Errorf("river start: %w", err)
 	}
+	// river bench's clock starts once Start has returned.
+	start := time.Now()
 	stopped := false
 	defer func() {
 		if !stopped {
