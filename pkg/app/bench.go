@@ -123,6 +123,9 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot find the pepsi executable: %w", err)
 	}
+	if other := os.Getenv("PEPSI_BENCH_EXE"); other != "" {
+		exe = other // an A/B: another build's dispatcher and stages, measured by this one
+	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	out := c.App.Writer

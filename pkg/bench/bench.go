@@ -89,13 +89,14 @@ type Options struct {
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "keys", "sustained", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "keys", "hotkeys", "sustained", "claim"}
 
 // OnlyNamed are the steps that run only when Only names them: rate
 // measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s);
-// keys what KEY costs (two pipelines and a million keyed rows); sustained
+// keys what KEY costs (two pipelines, the hot keys and a million keyed
+// rows), hotkeys the hot keys alone; sustained
 // runs for SustainedTime (make bench runs it after the rest).
-var OnlyNamed = []string{"rate", "keys", "sustained"}
+var OnlyNamed = []string{"rate", "keys", "hotkeys", "sustained"}
 
 // Defaults are the sizes "make bench" runs with.
 var Defaults = Options{
@@ -217,7 +218,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
-		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate, "keys": b.keys, "sustained": b.sustained,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate, "keys": b.keys, "hotkeys": b.hotKeys, "sustained": b.sustained,
 	}
 	for _, name := range Steps {
 		if o.Only != nil && !slices.Contains(o.Only, name) || o.Only == nil && slices.Contains(OnlyNamed, name) {
