@@ -65,74 +65,7 @@ CREATE TABLE pepsi.dispatch_stats (
 );
 INSERT INTO pepsi.dispatch_stats DEFAULT VALUES;
 
--- Every way in wakes the dispatcher: one NOTIFY per inserting statement.
-CREATE FUNCTION pepsi.notify_ingress() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify((SELECT ingress_channel FROM pepsi.settings), '');
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER state_ingress AFTER INSERT ON pepsi.state
-    FOR EACH STATEMENT EXECUTE FUNCTION pepsi.notify_ingress();
-
--- Ingress from SQL, inside any application transaction.
-CREATE FUNCTION pepsi.enqueue(p_stage text, p_payload bytea DEFAULT '', p_headers jsonb DEFAULT '{}')
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    v_id bigint;
-BEGIN
-    IF p_stage IS NULL OR p_stage = '' THEN
-        RAISE EXCEPTION 'pepsi.enqueue: stage must not be empty' USING ERRCODE = '22023';
-    END IF;
-    INSERT INTO pepsi.message (headers, payload)
-        VALUES (coalesce(p_headers, '{}'), coalesce(p_payload, ''))
-        RETURNING id INTO v_id;
-    INSERT INTO pepsi.state (id, stage) VALUES (v_id, p_stage);
-    RETURN v_id;
-END $$;
-
--- The transitions a stage program makes, each guarded by status = 'running'.
--- A message that is not running raises 55000 (object_not_in_prerequisite_state).
-CREATE FUNCTION pepsi.advance(p_id bigint, p_stage text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF p_stage IS NULL OR p_stage = '' THEN
-        RAISE EXCEPTION 'pepsi.advance: stage must not be empty' USING ERRCODE = '22023';
-    END IF;
-    UPDATE pepsi.state SET stage = p_stage, updated_at = now()
-     WHERE id = p_id AND status = 'running';
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.advance: message % is not running', p_id USING ERRCODE = '55000';
-    END IF;
-END $$;
-
-CREATE FUNCTION pepsi.finish(p_id bigint) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE pepsi.state SET status = 'done', updated_at = now()
-     WHERE id = p_id AND status = 'running';
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.finish: message % is not running', p_id USING ERRCODE = '55000';
-    END IF;
-END $$;
-
-CREATE FUNCTION pepsi.pause(p_id bigint, p_delay interval) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE pepsi.state SET status = 'paused', timeout = now() + coalesce(p_delay, '0'), updated_at = now()
-     WHERE id = p_id AND status = 'running';
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.pause: message % is not running', p_id USING ERRCODE = '55000';
-    END IF;
-END $$;
-
-CREATE FUNCTION pepsi.fail(p_id bigint, p_reason text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE pepsi.state SET status = 'failed', error = p_reason, updated_at = now()
-     WHERE id = p_id AND status = 'running';
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.fail: message % is not running', p_id USING ERRCODE = '55000';
-    END IF;
-END $$;
+-- The SQL API (pepsi.enqueue, pepsi.advance, pepsi.finish, pepsi.pause,
+-- pepsi.fail) and the ingress trigger that wakes the dispatcher were
+-- defined here; functions and triggers are in sql/functions now, installed
+-- whole after the numbered migrations.

@@ -5,28 +5,7 @@
 -- a row settled earlier in the same transaction another lookup and lock.
 -- pepsi writes a message's two rows together (pepsi enqueue, in one
 -- transaction; pepsi.enqueue) and deletes them together (retention, purge):
--- statement-level triggers keep the cascade from message to state.
+-- statement-level triggers keep the cascade from message to state
+-- (pepsi.message_deleted, pepsi.message_truncated: they were made here, and
+-- are in sql/functions/20_message_cascade.sql now).
 ALTER TABLE pepsi.state DROP CONSTRAINT state_id_fkey;
-
-CREATE FUNCTION pepsi.message_deleted() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM pepsi.state s USING gone g WHERE s.id = g.id;
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER message_deleted AFTER DELETE ON pepsi.message
-    REFERENCING OLD TABLE AS gone
-    FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_deleted();
-
--- DELETE, not TRUNCATE: "TRUNCATE pepsi.state, pepsi.message" has emptied
--- both already, and may not truncate pepsi.state again.
-CREATE FUNCTION pepsi.message_truncated() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM pepsi.state;
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER message_truncated AFTER TRUNCATE ON pepsi.message
-    FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_truncated();

@@ -48,27 +48,8 @@ BEGIN
 END $$;
 SELECT setval('pepsi.wake_armed', count(*) FILTER (WHERE armed), true) FROM pepsi.wake HAVING count(*) > 0;
 
--- pepsi.armed() is the one rule producers read. VOLATILE, as the sequence
--- it reads changes outside any transaction; so it is inlined where it is
--- called, and PL/pgSQL evaluates IF pepsi.armed() without a query.
-CREATE OR REPLACE FUNCTION pepsi.armed() RETURNS boolean
-LANGUAGE sql VOLATILE AS $$ SELECT coalesce(pg_sequence_last_value('pepsi.wake_armed'), 1) <> 0 $$;
-
--- pepsi.arm writes set's wake flag and sets pepsi.wake_armed to the
--- number of armed dispatchers. The lock orders dispatchers that write at
--- once: each counts after the one before committed (a volatile function's
--- statements see what committed before each). The sequence is set before
--- the caller commits: an arm is seen at once (a producer notifies for
--- nothing until then, at worst), and so is a disarm (the dispatcher is
--- busy polling).
-CREATE FUNCTION pepsi.arm(p_set text, p_on boolean) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    LOCK TABLE pepsi.wake IN SHARE ROW EXCLUSIVE MODE;
-    INSERT INTO pepsi.wake (dispatcher, armed) VALUES (p_set, p_on)
-        ON CONFLICT (dispatcher) DO UPDATE SET armed = excluded.armed WHERE pepsi.wake.armed <> excluded.armed;
-    PERFORM setval('pepsi.wake_armed', (SELECT count(*) FROM pepsi.wake WHERE armed), true);
-END $$;
+-- pepsi.armed() reads it (without a query) and pepsi.arm() sets it:
+-- sql/functions/10_wake.sql.
 
 -- The ingress table: what pepsi.enqueue() writes, until a dispatcher (or
 -- `pepsi queue`) admits it. No index: it is read whole, a batch at a time,
@@ -83,78 +64,7 @@ CREATE TABLE pepsi.ingress (
 ) WITH (autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0,
         autovacuum_vacuum_insert_threshold = 100000, autovacuum_analyze_threshold = 1000000000);
 
-CREATE OR REPLACE FUNCTION pepsi.enqueue(p_stage text, p_payload bytea DEFAULT '', p_headers jsonb DEFAULT '{}',
-                                         p_priority integer DEFAULT 0, p_key text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    v_id bigint;
-BEGIN
-    IF p_key IS NOT NULL THEN
-        SELECT k.id INTO v_id FROM pepsi.enqueue_key(p_stage, p_payload, p_headers, p_priority, p_key) k;
-        RETURN v_id;
-    END IF;
-    IF p_stage IS NULL OR p_stage = '' THEN
-        RAISE EXCEPTION 'pepsi.enqueue: stage must not be empty' USING ERRCODE = '22023';
-    END IF;
-    INSERT INTO pepsi.ingress (stage, priority, headers, payload)
-    VALUES (p_stage, coalesce(p_priority, 0), coalesce(p_headers, '{}'), coalesce(p_payload, ''))
-    RETURNING id INTO v_id;
-    -- After the row: the dispatcher's arming waits out every transaction
-    -- that wrote before it armed (see pkg/dispatch/wake.go).
-    IF pepsi.armed() THEN
-        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
-    END IF;
-    RETURN v_id;
-END $$;
-
--- pepsi.admit moves up to p_limit rows of pepsi.ingress into
--- pepsi.message and pepsi.state_live, pending at their stage, and returns
--- how many. Rows another session is admitting are left to it. With
--- nothing to admit it inserts nothing: the ingress trigger would notify
--- for nothing (it fires for a statement that inserts no row).
-CREATE FUNCTION pepsi.admit(p_limit integer) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_n bigint;
-BEGIN
-    IF NOT EXISTS (SELECT FROM pepsi.ingress) THEN
-        RETURN 0;
-    END IF;
-    WITH i AS (
-        DELETE FROM pepsi.ingress
-         WHERE ctid = ANY (ARRAY(SELECT ctid FROM pepsi.ingress LIMIT p_limit FOR UPDATE SKIP LOCKED))
-        RETURNING id, created_at, stage, priority, headers, payload
-    ), m AS (
-        INSERT INTO pepsi.message (id, created_at, headers, payload)
-        SELECT id, created_at, headers, payload FROM i
-    )
-    INSERT INTO pepsi.state_live (id, stage, priority, flow_key, updated_at)
-    SELECT i.id, i.stage, i.priority,
-           CASE WHEN i.headers = '{}' THEN NULL
-                ELSE (SELECT i.headers ->> k.header FROM pepsi.flow_keys k WHERE k.stage = i.stage) END,
-           i.created_at
-      FROM i;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    RETURN v_n;
-END $$;
-
--- The ingress trigger of pepsi.state and pepsi.state_live (COPY ingress,
--- admissions, INSERTs) reads the same flag.
-CREATE OR REPLACE FUNCTION pepsi.notify_ingress() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF pepsi.armed() THEN
-        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
-    END IF;
-    RETURN NULL;
-END $$;
-
--- TRUNCATE pepsi.message empties the queue, the messages not yet
--- admitted included.
-CREATE OR REPLACE FUNCTION pepsi.message_truncated() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM pepsi.state;
-    DELETE FROM pepsi.ingress;
-    RETURN NULL;
-END $$;
+-- pepsi.enqueue() writing there, pepsi.admit(), the ingress trigger's
+-- function reading the same flag and pepsi.message_truncated() emptying
+-- pepsi.ingress too were made here; they are in sql/functions now
+-- (20_enqueue.sql, 20_admit.sql, 20_ingress.sql, 20_message_cascade.sql).

@@ -1,11 +1,34 @@
-// Package sql holds pepsi's schema migrations, embedded in the binary.
+// Package sql holds pepsi's schema, embedded in the binary.
 //
-// Each file is NNN_name.sql; versions start at 1 and have no gaps.
+// The numbered migrations, NNN_name.sql, make the tables and change the
+// data; versions start at 1 and have no gaps, and each is applied once, in
+// its own transaction.
+//
+// The functions and triggers are in functions/NN_name.sql, one file per
+// concern, and are installed whole after the migrations, in name order
+// (the number puts what others need first), in one transaction, whenever
+// they differ from what the database has (pepsi.schema_code holds their
+// hash). So each statement there must make its object whatever was there
+// before: CREATE OR REPLACE FUNCTION, and triggers made again only when
+// they differ. A function whose arguments or result change needs a
+// numbered migration that drops the old one first (CREATE OR REPLACE
+// cannot change them, and would make a second function beside it); one
+// that is no longer wanted is dropped by a numbered migration too. A data
+// change in a migration must not call these functions (they are not
+// installed yet on a new database): it writes out what it needs.
+//
+// schema.sql is the whole schema of a freshly migrated database, as
+// pg_dump prints it: made by `make schema`, checked by TestSchemaFile.
 package sql
 
 import "embed"
 
-// Files holds the migration files.
+// Files holds the migrations.
 //
-//go:embed *.sql
+//go:embed [0-9]*.sql
 var Files embed.FS
+
+// Functions holds the functions and triggers, in its directory functions.
+//
+//go:embed functions/*.sql
+var Functions embed.FS

@@ -41,7 +41,7 @@ func TestLockKeysDistinct(t *testing.T) {
 	if want := "(" + strconv.Itoa(stageLockClass) + ","; !strings.Contains(freeStage, want) {
 		t.Errorf("freeStage does not spell stageLockClass as %q: %s", want, freeStage)
 	}
-	body, err := fs.ReadFile(schema.Files, "006_stage_sets.sql")
+	body, err := fs.ReadFile(schema.Functions, "functions/20_fence.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

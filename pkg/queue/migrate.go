@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -64,6 +67,66 @@ func loadMigrations(fsys fs.FS) ([]Migration, error) {
 	return ms, nil
 }
 
+// Code is the schema's functions and triggers (sql/functions), which
+// Migrate installs whole after the numbered migrations whenever the
+// database has other ones.
+type Code struct {
+	Files []CodeFile // in the order they are installed
+	Hash  string     // hex SHA-256 of their names and contents
+}
+
+// CodeFile is one file of Code.
+type CodeFile struct {
+	Name string // "20_enqueue.sql"
+	SQL  string
+}
+
+// codeDir holds the functions in the schema's files; codeFile is the form
+// of a name there.
+const codeDir = "functions"
+
+var codeFile = regexp.MustCompile(`^\d+_[a-z0-9_]+\.sql$`)
+
+// codeMigration stands for the install of the functions where a Migration
+// is told (MigrateOptions.Waiting).
+var codeMigration = Migration{Name: "functions"}
+
+// LoadCode returns the embedded functions and triggers.
+func LoadCode() (Code, error) { return loadCode(schema.Functions) }
+
+// loadCode reads fsys's functions directory in name order: none when there
+// is no such directory. A .sql file named otherwise is an error rather
+// than left out.
+func loadCode(fsys fs.FS) (Code, error) {
+	entries, err := fs.ReadDir(fsys, codeDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Code{}, nil
+	}
+	if err != nil {
+		return Code{}, err
+	}
+	var c Code
+	h := sha256.New()
+	for _, e := range entries { // sorted by name
+		if !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		if !codeFile.MatchString(e.Name()) {
+			return Code{}, fmt.Errorf("%s/%s: want NN_name.sql (a number, then lower-case letters, digits and _)", codeDir, e.Name())
+		}
+		body, err := fs.ReadFile(fsys, codeDir+"/"+e.Name())
+		if err != nil {
+			return Code{}, err
+		}
+		c.Files = append(c.Files, CodeFile{Name: e.Name(), SQL: string(body)})
+		fmt.Fprintf(h, "%s\x00%d\x00%s", e.Name(), len(body), body)
+	}
+	if len(c.Files) > 0 {
+		c.Hash = hex.EncodeToString(h.Sum(nil))
+	}
+	return c, nil
+}
+
 const migrationBootstrap = `
 CREATE SCHEMA IF NOT EXISTS pepsi;
 CREATE TABLE IF NOT EXISTS pepsi.schema_migration (
@@ -73,8 +136,9 @@ CREATE TABLE IF NOT EXISTS pepsi.schema_migration (
 )`
 
 // Migrate applies the migrations the database lacks, under an advisory lock,
-// and returns the ones it applied. It refuses a database whose schema is
-// newer than this binary.
+// and returns the ones it applied; then, unless the database has them
+// already, it installs the functions and triggers (LoadCode). It refuses a
+// database whose schema is newer than this binary.
 func Migrate(ctx context.Context, conn *pgx.Conn) ([]Migration, error) {
 	return MigrateWith(ctx, conn, MigrateOptions{})
 }
@@ -89,10 +153,16 @@ type MigrateOptions struct {
 	// Tries is how many times a migration is tried (default
 	// DefaultMigrateTries) before Migrate gives up.
 	Tries int
-	// Waiting, when set, hears of each try that gave up on a lock.
+	// Waiting, when set, hears of each try that gave up on a lock. The
+	// install of the functions is told as a Migration of version 0 named
+	// "functions".
 	Waiting func(m Migration, try int, err error)
+	// Installed, when set, hears that the functions and triggers were
+	// installed (not when the database had them already).
+	Installed func(c Code)
 
-	fsys fs.FS // the migrations; schema.Files when nil (tests)
+	fsys   fs.FS // the migrations; schema.Files when nil (tests)
+	codeFS fs.FS // the functions, in its directory functions; schema.Functions when nil (tests)
 }
 
 // The defaults of MigrateOptions: a try stalls the hot path for at most a
@@ -117,6 +187,9 @@ func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migra
 	if o.fsys == nil {
 		o.fsys = schema.Files
 	}
+	if o.codeFS == nil {
+		o.codeFS = schema.Functions
+	}
 	ms, err := loadMigrations(o.fsys)
 	if err != nil {
 		return nil, err
@@ -135,6 +208,10 @@ func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migra
 	if current > len(ms) {
 		return nil, fmt.Errorf("database schema is at version %d, newer than this pepsi knows (%d): upgrade pepsi", current, len(ms))
 	}
+	code, err := loadCode(o.codeFS)
+	if err != nil {
+		return nil, err
+	}
 	var applied []Migration
 	for _, m := range ms[current:] {
 		if err := applyMigration(ctx, conn, m, o); err != nil {
@@ -142,24 +219,71 @@ func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migra
 		}
 		applied = append(applied, m)
 	}
+	installed, err := installCode(ctx, conn, code, o)
+	if err != nil {
+		return applied, fmt.Errorf("functions: %w", err)
+	}
+	if installed && o.Installed != nil {
+		o.Installed(code)
+	}
 	return applied, nil
 }
 
-// applyMigration runs m in one transaction whose lock waits are bounded by
-// o.LockTimeout, trying again after a lock timeout with a pause of about
-// the same length, so running dispatchers get the tables back between tries.
+// applyMigration runs m and records it, in one transaction (lockedTx).
 func applyMigration(ctx context.Context, conn *pgx.Conn, m Migration, o MigrateOptions) error {
+	return lockedTx(ctx, conn, m, o, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO pepsi.schema_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
+		return err
+	})
+}
+
+// installCode installs c, every file in order, and records its hash, in
+// one transaction (lockedTx), unless the database records that hash
+// already: then it reads one row of pepsi.schema_code and locks nothing
+// that dispatchers use. It reports whether it installed c.
+func installCode(ctx context.Context, conn *pgx.Conn, c Code, o MigrateOptions) (bool, error) {
+	if len(c.Files) == 0 {
+		return false, nil
+	}
+	var have string
+	err := conn.QueryRow(ctx, "SELECT hash FROM pepsi.schema_code").Scan(&have)
+	switch {
+	case err == nil && have == c.Hash:
+		return false, nil
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return false, err
+	}
+	m := codeMigration
+	for _, f := range c.Files {
+		m.SQL += "-- " + f.Name + "\n" + f.SQL
+	}
+	return true, lockedTx(ctx, conn, m, o, func(tx pgx.Tx) error {
+		for _, f := range c.Files {
+			if _, err := tx.Exec(ctx, f.SQL); err != nil {
+				return fmt.Errorf("%s/%s: %w", codeDir, f.Name, err)
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO pepsi.schema_code (hash) VALUES ($1)
+			ON CONFLICT (one) DO UPDATE SET hash = excluded.hash, installed_at = now()`, c.Hash)
+		return err
+	})
+}
+
+// lockedTx runs body in one transaction whose lock waits are bounded by
+// o.LockTimeout, trying again after a lock timeout with a pause of about
+// the same length, so running dispatchers get the tables back between
+// tries; m is what o.Waiting is told of.
+func lockedTx(ctx context.Context, conn *pgx.Conn, m Migration, o MigrateOptions, body func(pgx.Tx) error) error {
 	timeout := fmt.Sprintf("SET LOCAL lock_timeout = %d", o.LockTimeout.Milliseconds())
 	for try := 1; ; try++ {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, timeout); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO pepsi.schema_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
-			return err
+			return body(tx)
 		})
 		var pe *pgconn.PgError
 		if err == nil || !errors.As(err, &pe) || pe.Code != pgerrcode.LockNotAvailable {
@@ -244,5 +368,34 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 	case current > len(ms):
 		return fmt.Errorf("database schema is at version %d, newer than this pepsi knows (%d): upgrade pepsi", current, len(ms))
 	}
+	// At this version the migrations made pepsi.schema_code; a migrate
+	// that stopped before the functions leaves it empty.
+	var installed bool
+	if err := db.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pepsi.schema_code)").Scan(&installed); err != nil {
+		return err
+	}
+	if !installed {
+		return fmt.Errorf("database schema is at version %d, but its functions were never installed: run 'pepsi migrate'", current)
+	}
 	return nil
+}
+
+// CodeStatus returns the hash of the functions and triggers the database
+// has (LoadCode's Hash when they are this pepsi's; "" when none were
+// installed) and when they were installed.
+func CodeStatus(ctx context.Context, conn *pgx.Conn) (string, *time.Time, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('pepsi.schema_code') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return "", nil, err
+	}
+	var hash string
+	var at time.Time
+	err := conn.QueryRow(ctx, "SELECT hash, installed_at FROM pepsi.schema_code").Scan(&hash, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return hash, &at, nil
 }

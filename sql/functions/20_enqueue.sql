@@ -1,0 +1,97 @@
+-- Ingress from SQL, inside any application transaction: pepsi.enqueue()
+-- and pepsi.enqueue_key().
+--
+-- pepsi.enqueue() without a deduplication key (the outbox's hot path:
+-- pepsi bench's ingress step measures it) inserts one row into
+-- pepsi.ingress, a heap without indexes, which a dispatcher admits into
+-- pepsi.message and pepsi.state_live at each of its polls (pepsi.admit(),
+-- 20_admit.sql). Its id is drawn from pepsi.message's sequence, so the
+-- ingress order is that of the calls. It notifies, after the row, only
+-- while a dispatcher is armed (10_wake.sql).
+--
+-- A message with a key goes straight to the queue: pepsi.enqueue_key().
+CREATE OR REPLACE FUNCTION pepsi.enqueue(p_stage text, p_payload bytea DEFAULT '', p_headers jsonb DEFAULT '{}',
+                                         p_priority integer DEFAULT 0, p_key text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    IF p_key IS NOT NULL THEN
+        SELECT k.id INTO v_id FROM pepsi.enqueue_key(p_stage, p_payload, p_headers, p_priority, p_key) k;
+        RETURN v_id;
+    END IF;
+    PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
+    INSERT INTO pepsi.ingress (stage, priority, headers, payload)
+    VALUES (p_stage, coalesce(p_priority, 0), coalesce(p_headers, '{}'), coalesce(p_payload, ''))
+    RETURNING id INTO v_id;
+    -- After the row: the dispatcher's arming waits out every transaction
+    -- that wrote before it armed (see pkg/dispatch/wake.go).
+    IF pepsi.armed() THEN
+        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+    END IF;
+    RETURN v_id;
+END $$;
+
+-- pepsi.enqueue_key is ingress with the answer whether the message is new:
+-- with a key held by an unfinished message (pending, running or paused) it
+-- creates nothing and returns that message's id with created = false.
+-- Concurrent producers racing on one key end with exactly one message: the
+-- queue row goes into pepsi.state_live first, by ON CONFLICT on
+-- state_dedup (which waits for a racing insert to commit or roll back),
+-- and its message row only when it went in. A loser looks the winner up;
+-- should the winner have finished in between, it tries again. A row's
+-- flow_key is the value of its stage's KEY header (pepsi.flow_keys),
+-- through pepsi.flow_key(). The ingress trigger of pepsi.state_live
+-- (20_ingress.sql) wakes an armed dispatcher.
+CREATE OR REPLACE FUNCTION pepsi.enqueue_key(p_stage text, p_payload bytea, p_headers jsonb,
+                                             p_priority integer, p_key text,
+                                             OUT id bigint, OUT created boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_try integer := 0;
+BEGIN
+    PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
+    IF p_key = '' THEN
+        RAISE EXCEPTION 'pepsi.enqueue: key must not be empty (NULL for none)' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(p_key) > 1024 THEN
+        RAISE EXCEPTION 'pepsi.enqueue: key of % bytes: want at most 1024', octet_length(p_key) USING ERRCODE = '22023';
+    END IF;
+    IF p_key IS NULL THEN
+        WITH m AS (
+            INSERT INTO pepsi.message (headers, payload)
+            VALUES (coalesce(p_headers, '{}'), coalesce(p_payload, ''))
+            RETURNING message.id
+        )
+        INSERT INTO pepsi.state_live (id, stage, priority, flow_key)
+        SELECT m.id, p_stage, coalesce(p_priority, 0), CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END FROM m
+        RETURNING state_live.id INTO id;
+        created := true;
+        RETURN;
+    END IF;
+    LOOP
+        SELECT s.id INTO id FROM pepsi.state_live s
+         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused');
+        IF FOUND THEN
+            created := false;
+            RETURN;
+        END IF;
+        id := nextval('pepsi.message_id_seq'::regclass);
+        INSERT INTO pepsi.state_live (id, stage, priority, dedup_key, flow_key)
+        VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END)
+        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused')
+        DO NOTHING;
+        IF FOUND THEN
+            INSERT INTO pepsi.message (id, headers, payload)
+            VALUES (id, coalesce(p_headers, '{}'), coalesce(p_payload, ''));
+            created := true;
+            RETURN;
+        END IF;
+        v_try := v_try + 1;
+        IF v_try >= 100 THEN
+            RAISE EXCEPTION 'pepsi.enqueue: key % keeps changing hands', p_key USING ERRCODE = '40001';
+        END IF;
+    END LOOP;
+END $$;

@@ -1,0 +1,798 @@
+-- The schema pepsi of a freshly migrated database (sql/NNN_*.sql, then
+-- sql/functions/*.sql), as pg_dump --schema-only of PostgreSQL 15 prints
+-- it, less its SET lines and owners.
+--
+-- Generated: do not edit. Change the migrations or the functions, then run
+-- make schema; TestSchemaFile (pkg/queue) fails while this file differs.
+
+-- SCHEMA pepsi
+CREATE SCHEMA pepsi;
+
+-- FUNCTION admit(integer)
+CREATE FUNCTION pepsi.admit(p_limit integer) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pepsi.ingress) THEN
+        RETURN 0;
+    END IF;
+    WITH i AS (
+        DELETE FROM pepsi.ingress
+         WHERE ctid = ANY (ARRAY(SELECT ctid FROM pepsi.ingress LIMIT p_limit FOR UPDATE SKIP LOCKED))
+        RETURNING id, created_at, stage, priority, headers, payload
+    ), m AS (
+        INSERT INTO pepsi.message (id, created_at, headers, payload)
+        SELECT id, created_at, headers, payload FROM i
+    )
+    INSERT INTO pepsi.state_live (id, stage, priority, flow_key, updated_at)
+    SELECT i.id, i.stage, i.priority,
+           CASE WHEN i.headers = '{}' THEN NULL
+                ELSE (SELECT pepsi.flow_key(i.headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = i.stage) END,
+           i.created_at
+      FROM i;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END $$;
+
+-- FUNCTION advance(bigint, text)
+CREATE FUNCTION pepsi.advance(p_id bigint, p_stage text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pepsi.check_stage('pepsi.advance', p_stage);
+    UPDATE pepsi.state SET stage = p_stage, updated_at = now()
+     WHERE id = p_id AND status = 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pepsi.advance: message % is not running', p_id USING ERRCODE = '55000';
+    END IF;
+END $$;
+
+-- FUNCTION arm(text, boolean)
+CREATE FUNCTION pepsi.arm(p_set text, p_on boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    LOCK TABLE pepsi.wake IN SHARE ROW EXCLUSIVE MODE;
+    INSERT INTO pepsi.wake (dispatcher, armed) VALUES (p_set, p_on)
+        ON CONFLICT (dispatcher) DO UPDATE SET armed = excluded.armed WHERE pepsi.wake.armed <> excluded.armed;
+    PERFORM setval('pepsi.wake_armed', (SELECT count(*) FROM pepsi.wake WHERE armed), true);
+END $$;
+
+-- FUNCTION armed()
+CREATE FUNCTION pepsi.armed() RETURNS boolean
+    LANGUAGE sql
+    AS $$ SELECT coalesce(pg_sequence_last_value('pepsi.wake_armed'), 1) <> 0 $$;
+
+-- FUNCTION check_stage(text, text)
+CREATE FUNCTION pepsi.check_stage(p_fn text, p_stage text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+BEGIN
+    IF p_stage IS NULL OR p_stage = '' THEN
+        RAISE EXCEPTION '%: stage must not be empty', p_fn USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(p_stage) > 63 OR p_stage !~ '^[A-Za-z0-9_.-]+$' THEN
+        RAISE EXCEPTION '%: stage "%" is not a stage name: want 1 to 63 letters, digits, ''_'', ''-'' or ''.''',
+            p_fn, left(p_stage, 80) USING ERRCODE = '22023';
+    END IF;
+END $_$;
+
+-- FUNCTION done_ahead(interval, integer)
+CREATE FUNCTION pepsi.done_ahead(p_width interval, p_ahead integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_step bigint := greatest(ceil(extract(epoch FROM p_width)), 1);
+    v_now  bigint := ceil(extract(epoch FROM clock_timestamp()));
+    v_from bigint;
+    v_name text;
+    v_n    integer := 0;
+BEGIN
+    SELECT max(split_part(c.relname, '_', 4)::bigint) INTO v_from
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'pepsi.state_done'::regclass AND c.relname ~ '^state_done_[0-9]+_[0-9]+$';
+    IF v_from IS NULL OR v_from < v_now THEN
+        v_from := v_now + 1;
+    END IF;
+    WHILE v_from < v_now + 1 + p_ahead * v_step LOOP
+        v_name := format('state_done_%s_%s', v_from, v_from + v_step);
+        -- A lock not had soon (an autovacuum of the default partition, a
+        -- reader holding it) or a done row of the default partition in
+        -- the range: tried again at the next step.
+        BEGIN
+            PERFORM set_config('lock_timeout', '1s', true);
+            EXECUTE format('CREATE TABLE pepsi.%I PARTITION OF pepsi.state_done FOR VALUES FROM (%L) TO (%L)',
+                           v_name, to_timestamp(v_from), to_timestamp(v_from + v_step));
+        EXCEPTION WHEN lock_not_available OR check_violation THEN
+            RETURN v_n;
+        END;
+        v_from := v_from + v_step;
+        v_n := v_n + 1;
+    END LOOP;
+    RETURN v_n;
+END $_$;
+
+-- FUNCTION enqueue(text, bytea, jsonb, integer, text)
+CREATE FUNCTION pepsi.enqueue(p_stage text, p_payload bytea DEFAULT '\x'::bytea, p_headers jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 0, p_key text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    IF p_key IS NOT NULL THEN
+        SELECT k.id INTO v_id FROM pepsi.enqueue_key(p_stage, p_payload, p_headers, p_priority, p_key) k;
+        RETURN v_id;
+    END IF;
+    PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
+    INSERT INTO pepsi.ingress (stage, priority, headers, payload)
+    VALUES (p_stage, coalesce(p_priority, 0), coalesce(p_headers, '{}'), coalesce(p_payload, ''))
+    RETURNING id INTO v_id;
+    -- After the row: the dispatcher's arming waits out every transaction
+    -- that wrote before it armed (see pkg/dispatch/wake.go).
+    IF pepsi.armed() THEN
+        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+    END IF;
+    RETURN v_id;
+END $$;
+
+-- FUNCTION enqueue_key(text, bytea, jsonb, integer, text)
+CREATE FUNCTION pepsi.enqueue_key(p_stage text, p_payload bytea, p_headers jsonb, p_priority integer, p_key text, OUT id bigint, OUT created boolean) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_try integer := 0;
+BEGIN
+    PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
+    IF p_key = '' THEN
+        RAISE EXCEPTION 'pepsi.enqueue: key must not be empty (NULL for none)' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(p_key) > 1024 THEN
+        RAISE EXCEPTION 'pepsi.enqueue: key of % bytes: want at most 1024', octet_length(p_key) USING ERRCODE = '22023';
+    END IF;
+    IF p_key IS NULL THEN
+        WITH m AS (
+            INSERT INTO pepsi.message (headers, payload)
+            VALUES (coalesce(p_headers, '{}'), coalesce(p_payload, ''))
+            RETURNING message.id
+        )
+        INSERT INTO pepsi.state_live (id, stage, priority, flow_key)
+        SELECT m.id, p_stage, coalesce(p_priority, 0), CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END FROM m
+        RETURNING state_live.id INTO id;
+        created := true;
+        RETURN;
+    END IF;
+    LOOP
+        SELECT s.id INTO id FROM pepsi.state_live s
+         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused');
+        IF FOUND THEN
+            created := false;
+            RETURN;
+        END IF;
+        id := nextval('pepsi.message_id_seq'::regclass);
+        INSERT INTO pepsi.state_live (id, stage, priority, dedup_key, flow_key)
+        VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END)
+        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused')
+        DO NOTHING;
+        IF FOUND THEN
+            INSERT INTO pepsi.message (id, headers, payload)
+            VALUES (id, coalesce(p_headers, '{}'), coalesce(p_payload, ''));
+            created := true;
+            RETURN;
+        END IF;
+        v_try := v_try + 1;
+        IF v_try >= 100 THEN
+            RAISE EXCEPTION 'pepsi.enqueue: key % keeps changing hands', p_key USING ERRCODE = '40001';
+        END IF;
+    END LOOP;
+END $$;
+
+-- FUNCTION expire_done(interval, text, bigint, integer)
+CREATE FUNCTION pepsi.expire_done(p_keep interval, p_part text, p_after bigint, p_batch integer, OUT part text, OUT last bigint, OUT deleted bigint, OUT more boolean) RETURNS record
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_name text;
+    v_ids  bigint[];
+BEGIN
+    SELECT c.relname INTO v_name
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'pepsi.state_done'::regclass AND c.relname ~ '^state_done_[0-9]+_[0-9]+$'
+       AND split_part(c.relname, '_', 4)::bigint <= extract(epoch FROM now() - p_keep)
+     ORDER BY split_part(c.relname, '_', 4)::bigint
+     LIMIT 1;
+    PERFORM set_config('pepsi.expiring', 'on', true);
+    part := coalesce(v_name, 'state_done_default');
+    IF part IS DISTINCT FROM p_part THEN
+        p_after := 0;
+    END IF;
+    IF v_name IS NOT NULL THEN
+        EXECUTE format('SELECT array(SELECT id FROM pepsi.%I WHERE id > $1 ORDER BY id LIMIT $2)', v_name)
+           INTO v_ids USING p_after, p_batch;
+        DELETE FROM pepsi.message m
+         WHERE m.id = ANY (v_ids) AND m.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)];
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        more := true;
+        IF cardinality(v_ids) = p_batch THEN
+            last := v_ids[p_batch];
+            RETURN;
+        END IF;
+        -- Dropping a partition takes ACCESS EXCLUSIVE on state_done: not
+        -- waited for long, tried again at the next step.
+        last := 0;
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            EXECUTE format('DROP TABLE pepsi.%I', v_name);
+        EXCEPTION WHEN lock_not_available THEN
+            last := coalesce(v_ids[cardinality(v_ids)], p_after);
+        END;
+        RETURN;
+    END IF;
+    WITH batch AS (
+        SELECT id, updated_at FROM pepsi.state_done_default WHERE id > p_after ORDER BY id LIMIT p_batch
+    ), gone AS (
+        DELETE FROM pepsi.state_done_default s USING batch b
+         WHERE s.id = b.id AND b.updated_at <= now() - p_keep
+        RETURNING s.id
+    ), msg AS (
+        DELETE FROM pepsi.message m USING gone g WHERE m.id = g.id RETURNING m.id
+    )
+    SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM msg) INTO last, deleted;
+    last := coalesce(last, 0);
+    more := last <> 0;
+END $_$;
+
+-- FUNCTION fail(bigint, text)
+CREATE FUNCTION pepsi.fail(p_id bigint, p_reason text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pepsi.state SET status = 'failed', error = p_reason, updated_at = now()
+     WHERE id = p_id AND status = 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pepsi.fail: message % is not running', p_id USING ERRCODE = '55000';
+    END IF;
+END $$;
+
+-- FUNCTION fence(bigint, text[])
+CREATE FUNCTION pepsi.fence(p_token bigint, p_stages text[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1885696102, hashtext(s)) FROM unnest(p_stages) s;  -- 'pepf'
+    IF pg_try_advisory_xact_lock_shared(p_token) THEN
+        RAISE EXCEPTION 'pepsi.fence: this dispatcher''s lock session is gone: it owns no stage'
+            USING ERRCODE = '55P03';  -- lock_not_available
+    END IF;
+END $$;
+
+-- FUNCTION finish(bigint)
+CREATE FUNCTION pepsi.finish(p_id bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE pepsi.state SET status = 'done', updated_at = now()
+     WHERE id = p_id AND status = 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pepsi.finish: message % is not running', p_id USING ERRCODE = '55000';
+    END IF;
+END $$;
+
+-- FUNCTION flow_key(text)
+CREATE FUNCTION pepsi.flow_key(p_value text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN octet_length(p_value) <= 256 THEN p_value ELSE 'md5:' || md5(p_value) END
+$$;
+
+-- FUNCTION message_ahead(bigint, integer)
+CREATE FUNCTION pepsi.message_ahead(p_width bigint, p_ahead integer, OUT created integer, OUT seq bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_from bigint;
+    v_last bigint;
+    v_name text;
+BEGIN
+    created := 0;
+    seq := pg_sequence_last_value('pepsi.message_id_seq');
+    seq := coalesce(seq, 0);
+    SELECT split_part(c.relname, '_', 3)::bigint,
+           split_part(c.relname, '_', 3)::bigint - split_part(c.relname, '_', 2)::bigint
+      INTO v_from, v_last
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'pepsi.message'::regclass AND c.relname ~ '^message_[0-9]+_[0-9]+$'
+     ORDER BY split_part(c.relname, '_', 3)::bigint DESC
+     LIMIT 1;
+    IF v_last = v_from THEN -- the first range, from MINVALUE: no measure of a width
+        v_last := NULL;
+    END IF;
+    p_width := greatest(coalesce(p_width, v_last, 10000), 1000);
+    IF v_from IS NULL OR v_from <= seq THEN
+        v_from := seq + p_width;
+    END IF;
+    WHILE v_from < seq + 1 + p_ahead * p_width LOOP
+        v_name := format('message_%s_%s', v_from, v_from + p_width);
+        -- A lock not had soon, or a row of the default partition in the
+        -- range: tried again at the next step.
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            EXECUTE format('CREATE TABLE pepsi.%I PARTITION OF pepsi.message FOR VALUES FROM (%s) TO (%s)'
+                           ' WITH (autovacuum_enabled = false)', v_name, v_from, v_from + p_width);
+        EXCEPTION WHEN lock_not_available OR check_violation THEN
+            RETURN;
+        END;
+        v_from := v_from + p_width;
+        created := created + 1;
+    END LOOP;
+END $_$;
+
+-- FUNCTION message_deleted()
+CREATE FUNCTION pepsi.message_deleted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF current_setting('pepsi.expiring', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
+    DELETE FROM pepsi.state s USING gone g WHERE s.id = g.id;
+    RETURN NULL;
+END $$;
+
+-- FUNCTION message_retire(integer, integer)
+CREATE FUNCTION pepsi.message_retire(p_left integer, p_most integer, OUT dropped integer, OUT moved bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_seq  bigint := coalesce(pg_sequence_last_value('pepsi.message_id_seq'), 0);
+    v_r    record;
+    v_n    bigint;
+BEGIN
+    dropped := 0;
+    moved := 0;
+    FOR v_r IN
+        SELECT c.relname AS name, split_part(c.relname, '_', 2)::bigint AS lo, split_part(c.relname, '_', 3)::bigint AS hi
+          FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'pepsi.message'::regclass AND c.relname ~ '^message_[0-9]+_[0-9]+$'
+           AND split_part(c.relname, '_', 3)::bigint <= v_seq + 1
+         ORDER BY 2
+    LOOP
+        EXIT WHEN dropped >= p_most;
+        SELECT count(*) INTO v_n FROM (
+            SELECT FROM pepsi.state s WHERE s.id >= v_r.lo AND s.id < v_r.hi LIMIT p_left + 1) k;
+        CONTINUE WHEN v_n > p_left;
+        IF EXISTS (SELECT FROM pepsi.ingress g WHERE g.id >= v_r.lo AND g.id < v_r.hi) THEN
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            LOCK TABLE pepsi.message IN ACCESS EXCLUSIVE MODE;
+            EXECUTE format('ALTER TABLE pepsi.message DETACH PARTITION pepsi.%I', v_r.name);
+            EXECUTE format('INSERT INTO pepsi.message SELECT * FROM pepsi.%I', v_r.name);
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            EXECUTE format('DROP TABLE pepsi.%I', v_r.name);
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN;
+        END;
+        dropped := dropped + 1;
+        moved := moved + v_n;
+    END LOOP;
+END $_$;
+
+-- TABLE message
+CREATE TABLE pepsi.message (
+    id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload bytea DEFAULT '\x'::bytea NOT NULL
+)
+PARTITION BY RANGE (id);
+
+-- FUNCTION message_row(bigint)
+CREATE FUNCTION pepsi.message_row(p_id bigint) RETURNS SETOF pepsi.message
+    LANGUAGE plpgsql STABLE
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM pepsi.message m WHERE m.id = p_id;
+END $$;
+
+-- FUNCTION message_truncated()
+CREATE FUNCTION pepsi.message_truncated() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM pepsi.state;
+    DELETE FROM pepsi.ingress;
+    RETURN NULL;
+END $$;
+
+-- FUNCTION notify_ingress()
+CREATE FUNCTION pepsi.notify_ingress() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF pepsi.armed() THEN
+        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- FUNCTION pause(bigint, interval)
+CREATE FUNCTION pepsi.pause(p_id bigint, p_delay interval) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' THEN
+        RAISE EXCEPTION 'pepsi.pause: message %: the delay must be 0 or more, not %', p_id, coalesce(p_delay::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    UPDATE pepsi.state SET status = 'paused', timeout = now() + p_delay, updated_at = now()
+     WHERE id = p_id AND status = 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pepsi.pause: message % is not running', p_id USING ERRCODE = '55000';
+    END IF;
+END $$;
+
+-- TABLE dispatch_stats
+CREATE TABLE pepsi.dispatch_stats (
+    claimed bigint DEFAULT 0 NOT NULL,
+    stage_passes bigint DEFAULT 0 NOT NULL,
+    requeued bigint DEFAULT 0 NOT NULL,
+    done bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    paused bigint DEFAULT 0 NOT NULL,
+    resumed bigint DEFAULT 0 NOT NULL,
+    reset bigint DEFAULT 0 NOT NULL,
+    orphans bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    expired bigint DEFAULT 0 NOT NULL,
+    dispatcher text DEFAULT '*'::text NOT NULL
+);
+
+-- TABLE flow_keys
+CREATE TABLE pepsi.flow_keys (
+    stage text NOT NULL,
+    header text NOT NULL,
+    key_limit integer NOT NULL,
+    CONSTRAINT flow_keys_key_limit_check CHECK ((key_limit >= 1))
+);
+
+-- SEQUENCE message_id_seq
+CREATE SEQUENCE pepsi.message_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- SEQUENCE OWNED BY message_id_seq
+ALTER SEQUENCE pepsi.message_id_seq OWNED BY pepsi.message.id;
+
+-- TABLE ingress
+CREATE TABLE pepsi.ingress (
+    id bigint DEFAULT nextval('pepsi.message_id_seq'::regclass) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    stage text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload bytea DEFAULT '\x'::bytea NOT NULL
+)
+WITH (autovacuum_vacuum_threshold='1000', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_insert_threshold='100000', autovacuum_analyze_threshold='1000000000');
+
+-- TABLE message_10001_20001
+CREATE TABLE pepsi.message_10001_20001 (
+    id bigint DEFAULT nextval('pepsi.message_id_seq'::regclass) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload bytea DEFAULT '\x'::bytea NOT NULL
+)
+WITH (autovacuum_enabled='false');
+
+-- TABLE message_1_10001
+CREATE TABLE pepsi.message_1_10001 (
+    id bigint DEFAULT nextval('pepsi.message_id_seq'::regclass) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload bytea DEFAULT '\x'::bytea NOT NULL
+)
+WITH (autovacuum_enabled='false');
+
+-- TABLE message_20001_30001
+CREATE TABLE pepsi.message_20001_30001 (
+    id bigint DEFAULT nextval('pepsi.message_id_seq'::regclass) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload bytea DEFAULT '\x'::bytea NOT NULL
+)
+WITH (autovacuum_enabled='false');
+
+-- TABLE message_default
+CREATE TABLE pepsi.message_default (
+    id bigint DEFAULT nextval('pepsi.message_id_seq'::regclass) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    payload bytea DEFAULT '\x'::bytea NOT NULL
+);
+
+-- TABLE schema_code
+CREATE TABLE pepsi.schema_code (
+    one boolean DEFAULT true NOT NULL,
+    hash text NOT NULL,
+    installed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schema_code_one_check CHECK (one)
+);
+
+-- TABLE schema_migration
+CREATE TABLE pepsi.schema_migration (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- TABLE settings
+CREATE TABLE pepsi.settings (
+    one boolean DEFAULT true NOT NULL,
+    ingress_channel text DEFAULT 'pepsi_ingress'::text NOT NULL,
+    CONSTRAINT settings_one_check CHECK (one)
+);
+
+-- TABLE stage_stats
+CREATE TABLE pepsi.stage_stats (
+    stage text NOT NULL,
+    processed bigint DEFAULT 0 NOT NULL,
+    failed bigint DEFAULT 0 NOT NULL,
+    timeouts bigint DEFAULT 0 NOT NULL,
+    crashes bigint DEFAULT 0 NOT NULL,
+    busy_seconds double precision DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    dispatcher text DEFAULT '*'::text NOT NULL
+);
+
+-- TABLE state
+CREATE TABLE pepsi.state (
+    id bigint NOT NULL,
+    stage text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    timeout timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    dispatch_error text,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    handed text,
+    priority integer DEFAULT 0 NOT NULL,
+    dedup_key text,
+    flow_key text,
+    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+)
+PARTITION BY LIST (status);
+
+-- TABLE state_done
+CREATE TABLE pepsi.state_done (
+    id bigint NOT NULL,
+    stage text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    timeout timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    dispatch_error text,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    handed text,
+    priority integer DEFAULT 0 NOT NULL,
+    dedup_key text,
+    flow_key text,
+    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+)
+PARTITION BY RANGE (updated_at);
+
+-- TABLE state_done_default
+CREATE TABLE pepsi.state_done_default (
+    id bigint NOT NULL,
+    stage text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    timeout timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    dispatch_error text,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    handed text,
+    priority integer DEFAULT 0 NOT NULL,
+    dedup_key text,
+    flow_key text,
+    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+);
+
+-- TABLE state_failed
+CREATE TABLE pepsi.state_failed (
+    id bigint NOT NULL,
+    stage text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    timeout timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    dispatch_error text,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    handed text,
+    priority integer DEFAULT 0 NOT NULL,
+    dedup_key text,
+    flow_key text,
+    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+);
+
+-- TABLE state_live
+CREATE TABLE pepsi.state_live (
+    id bigint NOT NULL,
+    stage text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    timeout timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    dispatch_error text,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    handed text,
+    priority integer DEFAULT 0 NOT NULL,
+    dedup_key text,
+    flow_key text,
+    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
+
+-- TABLE stats_flush
+CREATE TABLE pepsi.stats_flush (
+    dispatcher text NOT NULL,
+    token bigint NOT NULL,
+    seq bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- TABLE wake
+CREATE UNLOGGED TABLE pepsi.wake (
+    dispatcher text NOT NULL,
+    armed boolean DEFAULT true NOT NULL
+);
+
+-- SEQUENCE wake_armed
+CREATE UNLOGGED SEQUENCE pepsi.wake_armed
+    START WITH 0
+    INCREMENT BY 1
+    MINVALUE 0
+    NO MAXVALUE
+    CACHE 1;
+
+-- TABLE ATTACH message_10001_20001
+ALTER TABLE ONLY pepsi.message ATTACH PARTITION pepsi.message_10001_20001 FOR VALUES FROM ('10001') TO ('20001');
+
+-- TABLE ATTACH message_1_10001
+ALTER TABLE ONLY pepsi.message ATTACH PARTITION pepsi.message_1_10001 FOR VALUES FROM ('1') TO ('10001');
+
+-- TABLE ATTACH message_20001_30001
+ALTER TABLE ONLY pepsi.message ATTACH PARTITION pepsi.message_20001_30001 FOR VALUES FROM ('20001') TO ('30001');
+
+-- TABLE ATTACH message_default
+ALTER TABLE ONLY pepsi.message ATTACH PARTITION pepsi.message_default DEFAULT;
+
+-- TABLE ATTACH state_done
+ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_done FOR VALUES IN ('done');
+
+-- TABLE ATTACH state_done_default
+ALTER TABLE ONLY pepsi.state_done ATTACH PARTITION pepsi.state_done_default DEFAULT;
+
+-- TABLE ATTACH state_failed
+ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_failed FOR VALUES IN ('failed');
+
+-- TABLE ATTACH state_live
+ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_live FOR VALUES IN ('pending', 'running', 'paused');
+
+-- DEFAULT message id
+ALTER TABLE ONLY pepsi.message ALTER COLUMN id SET DEFAULT nextval('pepsi.message_id_seq'::regclass);
+
+-- CONSTRAINT dispatch_stats dispatch_stats_pkey
+ALTER TABLE ONLY pepsi.dispatch_stats
+    ADD CONSTRAINT dispatch_stats_pkey PRIMARY KEY (dispatcher);
+
+-- CONSTRAINT flow_keys flow_keys_pkey
+ALTER TABLE ONLY pepsi.flow_keys
+    ADD CONSTRAINT flow_keys_pkey PRIMARY KEY (stage);
+
+-- CONSTRAINT message message_pkey
+ALTER TABLE ONLY pepsi.message
+    ADD CONSTRAINT message_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT message_10001_20001 message_10001_20001_pkey
+ALTER TABLE ONLY pepsi.message_10001_20001
+    ADD CONSTRAINT message_10001_20001_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT message_1_10001 message_1_10001_pkey
+ALTER TABLE ONLY pepsi.message_1_10001
+    ADD CONSTRAINT message_1_10001_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT message_20001_30001 message_20001_30001_pkey
+ALTER TABLE ONLY pepsi.message_20001_30001
+    ADD CONSTRAINT message_20001_30001_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT message_default message_default_pkey
+ALTER TABLE ONLY pepsi.message_default
+    ADD CONSTRAINT message_default_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT schema_code schema_code_pkey
+ALTER TABLE ONLY pepsi.schema_code
+    ADD CONSTRAINT schema_code_pkey PRIMARY KEY (one);
+
+-- CONSTRAINT schema_migration schema_migration_pkey
+ALTER TABLE ONLY pepsi.schema_migration
+    ADD CONSTRAINT schema_migration_pkey PRIMARY KEY (version);
+
+-- CONSTRAINT settings settings_pkey
+ALTER TABLE ONLY pepsi.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (one);
+
+-- CONSTRAINT stage_stats stage_stats_pkey
+ALTER TABLE ONLY pepsi.stage_stats
+    ADD CONSTRAINT stage_stats_pkey PRIMARY KEY (stage, dispatcher);
+
+-- CONSTRAINT state_failed state_failed_pkey
+ALTER TABLE ONLY pepsi.state_failed
+    ADD CONSTRAINT state_failed_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT state_live state_live_pkey
+ALTER TABLE ONLY pepsi.state_live
+    ADD CONSTRAINT state_live_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT stats_flush stats_flush_pkey
+ALTER TABLE ONLY pepsi.stats_flush
+    ADD CONSTRAINT stats_flush_pkey PRIMARY KEY (dispatcher);
+
+-- CONSTRAINT wake wake_pkey
+ALTER TABLE ONLY pepsi.wake
+    ADD CONSTRAINT wake_pkey PRIMARY KEY (dispatcher);
+
+-- INDEX state_dedup
+CREATE UNIQUE INDEX state_dedup ON pepsi.state_live USING btree (dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text])));
+
+-- INDEX state_done_id
+CREATE INDEX state_done_id ON ONLY pepsi.state_done USING btree (id);
+
+-- INDEX state_done_default_id_idx
+CREATE INDEX state_done_default_id_idx ON pepsi.state_done_default USING btree (id);
+
+-- INDEX state_flow
+CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WHERE ((flow_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'paused'::text])));
+
+-- INDEX state_paused
+CREATE INDEX state_paused ON pepsi.state_live USING btree (timeout) WHERE (status = 'paused'::text);
+
+-- INDEX state_pending
+CREATE INDEX state_pending ON pepsi.state_live USING btree (stage, priority, id) INCLUDE (updated_at) WHERE (status = 'pending'::text);
+
+-- INDEX state_running
+CREATE INDEX state_running ON pepsi.state_live USING btree (id) WHERE (status = 'running'::text);
+
+-- INDEX ATTACH message_10001_20001_pkey
+ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_10001_20001_pkey;
+
+-- INDEX ATTACH message_1_10001_pkey
+ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_1_10001_pkey;
+
+-- INDEX ATTACH message_20001_30001_pkey
+ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_20001_30001_pkey;
+
+-- INDEX ATTACH message_default_pkey
+ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_default_pkey;
+
+-- INDEX ATTACH state_done_default_id_idx
+ALTER INDEX pepsi.state_done_id ATTACH PARTITION pepsi.state_done_default_id_idx;
+
+-- TRIGGER message message_deleted
+CREATE TRIGGER message_deleted AFTER DELETE ON pepsi.message REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_deleted();
+
+-- TRIGGER message message_truncated
+CREATE TRIGGER message_truncated AFTER TRUNCATE ON pepsi.message FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_truncated();
+
+-- TRIGGER state state_ingress
+CREATE TRIGGER state_ingress AFTER INSERT ON pepsi.state FOR EACH STATEMENT EXECUTE FUNCTION pepsi.notify_ingress();
+
+-- TRIGGER state_live state_live_ingress
+CREATE TRIGGER state_live_ingress AFTER INSERT ON pepsi.state_live FOR EACH STATEMENT EXECUTE FUNCTION pepsi.notify_ingress();
