@@ -12,6 +12,8 @@
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
 #   make man          check the hand-written man pages, render them in bin/man
+#   make schema       sql/schema.sql, the schema of a freshly migrated database
+#                     (pg_dump), which TestSchemaFile checks
 #   make screenshot   docs/dashboard.png, from the dashboard's browser test
 #   make clean        remove build outputs (not the private cluster:
 #                     scripts/pg-local stop --clean does that)
@@ -112,6 +114,15 @@ screenshot:
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	PEPSI_TEST_DSN="$$dsn" PEPSI_DASHBOARD_SCREENSHOT='$(CURDIR)/docs/dashboard.png' \
 		$(GO) test -count=1 -run '^TestBrowser$$' ./pkg/dashboard/ && echo "screenshot: docs/dashboard.png"
+
+# sql/schema.sql: the schema pepsi of a new database on the test server,
+# migrated, as that server's version of pg_dump prints it (TestSchemaFile
+# in pkg/queue writes it, and otherwise fails while it differs).
+.PHONY: schema
+schema:
+	@dsn=$$(bash scripts/test-dsn) || exit 1; \
+	PEPSI_TEST_DSN="$$dsn" PEPSI_SCHEMA_WRITE=1 $(GO) test -count=1 -run '^TestSchemaFile$$' ./pkg/queue/ && \
+	echo "schema: sql/schema.sql"
 
 test: fmt-check vet staticcheck lint-man
 	@race='$(RACE)'; if [ -z "$$race" ]; then echo "make test: WARNING: running WITHOUT -race (needs cgo and a C compiler: apt-get install -y gcc)" >&2; fi
