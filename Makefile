@@ -3,12 +3,14 @@
 #   make [build]      bin/pepsi, version stamped from git describe
 #   make test         gofmt check, go vet, staticcheck, man page lint,
 #                     go test -race
-#   make bench        pepsi bench: throughput, latencies, CPU and RSS against
-#                     the database's own ceilings (BENCHFLAGS=... to size it),
+#   make bench        bin/pepsi-bench (the bench module, bench/): pepsi's
+#                     throughput, latencies, CPU and RSS against the
+#                     database's own ceilings (BENCHFLAGS=... to size it),
 #                     then its sustained step (SUSTAINED=10m for the long run)
 #   make bench-go     the Go benchmarks, one iteration each (BENCHTIME=1x)
-#   make bench-peers  pepsi beside River on the same server (bench/peers, a
-#                     module of its own; BENCHPEERSFLAGS=... to size it)
+#   make bench-peers  bin/pepsi-bench-peers: pepsi beside River on the same
+#                     server (BENCHPEERSFLAGS=... to size it)
+#   make bench-vet    go vet of the bench module (make test leaves it out)
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
 #   make man          check the hand-written man pages, render them in bin/man
@@ -62,7 +64,7 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 
 .DEFAULT_GOAL := build
-.PHONY: all build test fmt-check vet staticcheck lint-man man screenshot bench bench-go bench-peers install uninstall clean demo
+.PHONY: all build test fmt-check vet staticcheck lint-man man screenshot bench bench-go bench-peers bench-build bench-vet install uninstall clean demo
 
 all: build
 
@@ -130,17 +132,29 @@ test: fmt-check vet staticcheck lint-man
 	echo "PEPSI_TEST_DSN=$$dsn"; \
 	PEPSI_TEST_DSN="$$dsn" $(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) $(PKGS)
 
-# pepsi bench on a database of its own (pepsi_bench, dropped afterwards) on
-# the test server; a few minutes on a 2-core machine, then, unless
+# The bench module (bench/, a Go module of its own: River stays out of
+# go.mod, and ./... above neither builds nor tests it): pepsi-bench and
+# pepsi-bench-peers, built into bin/ beside bin/pepsi, whose dispatcher
+# they measure.
+bench-build: build
+	cd bench && $(GO) build $(GOFLAGS_BUILD) -o ../bin/ ./cmd/pepsi-bench ./cmd/pepsi-bench-peers
+
+bench-vet:
+	cd bench && $(GO) vet ./...
+
+# pepsi-bench on a database of its own (pepsi_bench, dropped afterwards) on
+# the test server, measuring bin/pepsi (PEPSI_BENCH_EXE=PATH measures
+# another build's); a few minutes on a 2-core machine, then, unless
 # BENCHFLAGS says otherwise, its sustained step for SUSTAINED (4m; the
-# issue's run is 10m). See pepsi-bench(1).
+# issue's run is 10m). See bench/man/pepsi-bench.1.
 SUSTAINED ?= 4m
-bench: build
+bench: bench-build
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	echo "PEPSI_DSN=$$dsn"; uptime; \
-	PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi bench $(BENCHFLAGS) || exit 1; \
+	pepsi=$${PEPSI_BENCH_EXE:-bin/pepsi}; \
+	PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi-bench --pepsi "$$pepsi" $(BENCHFLAGS) || exit 1; \
 	if [ -z "$(BENCHFLAGS)" ]; then \
-		PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi bench --only sustained --sustained-time $(SUSTAINED); \
+		PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi-bench --pepsi "$$pepsi" --only sustained --sustained-time $(SUSTAINED); \
 	fi
 
 bench-go:
@@ -149,15 +163,13 @@ bench-go:
 	PEPSI_TEST_DSN="$$dsn" $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) $(TESTFLAGS) $(PKGS)
 
 # pepsi beside River (github.com/riverqueue/river) on the test server, each
-# on a database of its own: bench/peers is a separate Go module (River stays
-# out of go.mod; ./... above does not reach it), built into bin/ and given
-# bin/pepsi. About 5 minutes with the defaults on a 2-core machine; see
-# bench/peers/README.md.
-bench-peers: build
-	cd bench/peers && $(GO) build $(GOFLAGS_BUILD) -o ../../bin/pepsi-bench-peers .
+# on a database of its own: bin/pepsi-bench-peers, given bin/pepsi and
+# bin/pepsi-bench. About 5 minutes with the defaults on a 2-core machine;
+# see bench/cmd/pepsi-bench-peers/README.md.
+bench-peers: bench-build
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	echo "PEPSI_DSN=$$dsn"; uptime; \
-	PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi-bench-peers --pepsi bin/pepsi $(BENCHPEERSFLAGS)
+	PEPSI_DSN="$$dsn" PEPSI_CONFIG= bin/pepsi-bench-peers --pepsi bin/pepsi --pepsi-bench bin/pepsi-bench $(BENCHPEERSFLAGS)
 
 install: build
 	install -d '$(DESTDIR)$(BINDIR)'

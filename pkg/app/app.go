@@ -60,7 +60,6 @@ func New(version string, stdout, stderr io.Writer, stdin io.Reader) *cli.App {
 			migrateCommand(),
 			httpdCommand(),
 			doctorCommand(),
-			benchCommand(),
 			versionCommand(),
 		},
 		Flags: []cli.Flag{

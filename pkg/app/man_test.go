@@ -44,6 +44,10 @@ import (
 // manDir is where the pages are, from this package's directory.
 const manDir = "../../man"
 
+// benchManDir is where the pages of the bench module's commands are
+// (pepsi-bench(1): not pepsi's, but a page may refer to it).
+const benchManDir = "../../bench/man"
+
 // commandsWithoutPage are documented in pepsi(1) only.
 var commandsWithoutPage = map[string]bool{"version": true}
 
@@ -326,8 +330,12 @@ func TestManReferences(t *testing.T) {
 				continue
 			}
 			target := strings.ReplaceAll(m[1], `\-`, "-") + "." + m[2]
-			if _, err := os.Stat(filepath.Join(manDir, target)); err != nil {
-				t.Errorf("%s refers to %s(%s), which is not in man/", filepath.Base(p), m[1], m[2])
+			_, err := os.Stat(filepath.Join(manDir, target))
+			if err != nil {
+				_, err = os.Stat(filepath.Join(benchManDir, target))
+			}
+			if err != nil {
+				t.Errorf("%s refers to %s(%s), which is not in man/ (nor in bench/man/)", filepath.Base(p), m[1], m[2])
 			}
 		}
 	}

@@ -1,0 +1,167 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// The issue's targets for the real work (issue 34).
+const (
+	targetWorkRiver   = 2.0 // pkg/worker stage, defaults ÷ River
+	targetWorkCeiling = 0.7 // pkg/worker stage, defaults ÷ the pgbench ceiling
+	targetWorkTuned   = 0.9 // defaults ÷ QUEUE_LIMIT 32
+	targetWorkPlain   = 1.3 // one-statement-per-round-trip stage ÷ River
+)
+
+// The pepsi configurations of the real work: the seed's defaults
+// (QUEUE_LIMIT 4, MAX_MESSAGES 1000, PARALLELISM 4) and the tuned one.
+var (
+	workDefaults = pepsiWork{kind: "worker", label: "pepsi, pkg/worker stage, defaults (PARALLELISM 4, QUEUE_LIMIT 4, MAX_MESSAGES 1000)", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	workTuned    = pepsiWork{kind: "worker", label: "pepsi, pkg/worker stage, tuned (PARALLELISM 4, QUEUE_LIMIT 32, MAX_MESSAGES 1 000 000)", parallelism: 4, queueLimit: 32, maxMessages: 1_000_000}
+	workPlain    = pepsiWork{kind: "plain", label: "pepsi, plain pgx stage, one statement per round trip, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	workPython   = pepsiWork{kind: "python", label: "pepsi, Python (psycopg2) stage like contrib/python/stage.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+)
+
+var pgbenchClients = []int{6, 12}
+
+// workSystems are the real-work step's systems, for --work-systems.
+var workSystems = []string{"river", "default", "tuned", "plain", "python", "pgbench"}
+
+func (o workOptions) want(sys string) bool {
+	return o.Systems == nil || slices.Contains(o.Systems, sys)
+}
+
+// workRun holds the real-work step's figures over the runs.
+type workRun struct {
+	dir, self, python            string
+	river, def, tuned, plain, py *series
+	pg                           []*series
+}
+
+func newWorkRun(o options) (*workRun, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pepsi-bench-peers-work-")
+	if err != nil {
+		return nil, err
+	}
+	w := &workRun{dir: dir, self: self, python: findPython(o.work.Python),
+		river: &series{name: fmt.Sprintf("River %s as a library, 3 chained job kinds (UPDATE, InsertTx, JobCompleteTx in one tx), MaxWorkers %d, pool %d", riverVersion, o.work.RiverWorkers, o.work.RiverMaxConns), unit: "passes/s"},
+		def:   &series{name: workDefaults.label, unit: "passes/s"},
+		tuned: &series{name: workTuned.label, unit: "passes/s"},
+		plain: &series{name: workPlain.label, unit: "passes/s"},
+		py:    &series{name: workPython.label, unit: "passes/s"},
+	}
+	for _, c := range pgbenchClients {
+		w.pg = append(w.pg, &series{name: fmt.Sprintf("pgbench, same transaction shape, %d clients (the ceiling)", c), unit: "tx/s"})
+	}
+	return w, nil
+}
+
+// run runs every system once, in order, each on a fresh database.
+func (w *workRun) run(ctx context.Context, i int, exe string, o options, progress func(string, ...any)) error {
+	if o.work.want("river") {
+		progress("run %d of %d: realwork: River chain", i, o.runs)
+		r, err := runRiverWork(ctx, o.dsn, o.work.Database, o.work, o.river, progress)
+		if err != nil {
+			return fmt.Errorf("realwork, River: %w", err)
+		}
+		w.river.add(r.rate())
+		progress("run %d: realwork: River: %s passes/s (%d in %v)", i, num(r.rate()), r.passes, r.elapsed.Round(time.Millisecond))
+	}
+	for _, c := range []struct {
+		sys string
+		cfg pepsiWork
+		s   *series
+	}{{"default", workDefaults, w.def}, {"tuned", workTuned, w.tuned}, {"plain", workPlain, w.plain}, {"python", workPython, w.py}} {
+		if !o.work.want(c.sys) {
+			continue
+		}
+		if c.cfg.kind == "python" && w.python == "" {
+			progress("realwork: no python3 with psycopg2: the Python stage is skipped")
+			continue
+		}
+		o2 := o.work
+		o2.Python = w.python
+		r, err := runPepsiWork(ctx, exe, w.self, w.dir, o.dsn, o2, c.cfg, progress)
+		if err != nil {
+			return fmt.Errorf("realwork, %s: %w", c.cfg.label, err)
+		}
+		c.s.add(r.rate())
+		progress("run %d: realwork: %s: %s passes/s (%d in %v)", i, c.cfg.label, num(r.rate()), r.passes, r.elapsed.Round(time.Millisecond))
+	}
+	if !o.work.want("pgbench") {
+		return nil
+	}
+	progress("run %d of %d: realwork: pgbench ceiling at %v clients, %d s each", i, o.runs, pgbenchClients, o.work.PgbenchSeconds)
+	tps, err := runPgbench(ctx, o.dsn, o.work.Database, w.dir, o.work, pgbenchClients)
+	if err != nil {
+		return fmt.Errorf("realwork, pgbench: %w", err)
+	}
+	for j, v := range tps {
+		w.pg[j].add(v)
+	}
+	progress("run %d: realwork: pgbench: %v tx/s", i, tps)
+	return nil
+}
+
+// ceiling is the higher of the pgbench medians.
+func (w *workRun) ceiling() float64 {
+	c := 0.0
+	for _, s := range w.pg {
+		if len(s.values) > 0 {
+			c = max(c, s.median())
+		}
+	}
+	return c
+}
+
+func (w *workRun) report(out io.Writer, o options) {
+	fmt.Fprintf(out, "\nReal work (issue 34): %d messages (River: chains) through 3 stages; every pass one transaction holding\n", o.work.Messages)
+	fmt.Fprintln(out, "UPDATE acct SET n = n + 1 WHERE id = id % 10000 + 1 and the move to the next stage; each system on a fresh database.")
+	fmt.Fprintln(out, "passes/s = 3 × messages ÷ (first created → last done, by the server's clock); ceiling = the higher pgbench median.")
+	fmt.Fprintln(out)
+	riv, ceil := w.river.median(), w.ceiling()
+	ratio := func(v, of float64) string {
+		if of <= 0 || v != v || of != of {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v/of)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYSTEM\tPASSES/S (MEDIAN)\t÷ RIVER\t÷ CEILING\tRUNS")
+	for _, s := range append([]*series{w.river, w.def, w.tuned, w.plain, w.py}, w.pg...) {
+		if len(s.values) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.name, num(s.median()), ratio(s.median(), riv), ratio(s.median(), ceil), runsList(s))
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET (real work)\tMEASURED\tWANT\t")
+	target := func(name string, v, of, want float64) {
+		if of <= 0 || v != v || of != of {
+			fmt.Fprintf(tw, "%s\t-\t≥ %.1f\tnot measured\n", name, want)
+			return
+		}
+		r := v / of
+		fmt.Fprintf(tw, "%s\t%.2f\t≥ %.1f\t%s\n", name, r, want, met(r >= want))
+	}
+	def := w.def.median()
+	target("pkg/worker stage, defaults ÷ River", def, riv, targetWorkRiver)
+	target("pkg/worker stage, defaults ÷ pgbench ceiling", def, ceil, targetWorkCeiling)
+	target("pkg/worker stage, defaults ÷ QUEUE_LIMIT 32", def, w.tuned.median(), targetWorkTuned)
+	target("plain pgx one-statement stage ÷ River", w.plain.median(), riv, targetWorkPlain)
+	if len(w.py.values) > 0 {
+		target("Python one-statement stage ÷ River", w.py.median(), riv, targetWorkPlain)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,144 @@
+package peers
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/worker"
+)
+
+// The real work of every pass: one row of the application's table, in
+// the pass's transaction. acctRows is its size; message (job) id i
+// updates row i % acctRows + 1.
+const (
+	acctRows = 10_000
+	acctSQL  = "UPDATE acct SET n = n + 1 WHERE id = $1"
+)
+
+func acctID(id int64) int64 { return id%acctRows + 1 }
+
+// stageMain is `peers stage --kind worker|plain [--next STAGE] [-c FILE]`,
+// the stage program of the real-work pipelines (PROGRAM in the pepsi.conf
+// that bench/peers writes); the dispatcher sets PEPSI_DSN and PEPSI_STAGE
+// and appends -c FILE.
+//
+//	--kind worker: a pkg/worker stage as README shows it: m.Queue for the
+//	  UPDATE (it goes out with the move and COMMIT), worker.Advance or
+//	  worker.Finish.
+//	--kind plain: what a user writes in any language with a plain driver:
+//	  BEGIN, the UPDATE, SELECT pepsi.advance($1, $2) (or pepsi.finish($1)),
+//	  COMMIT, each its own round trip, no pipelining.
+func stageMain(args []string) int {
+	fs := flag.NewFlagSet("stage", flag.ContinueOnError)
+	kind := fs.String("kind", "worker", "worker or plain")
+	next := fs.String("next", "", "the stage to advance to; none: finish")
+	fs.String("c", "", "the dispatcher's configuration (unused)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	dsn, stage := os.Getenv("PEPSI_DSN"), os.Getenv("PEPSI_STAGE")
+	if dsn == "" {
+		log.Error("PEPSI_DSN is not set")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch *kind {
+	case "worker":
+		out := worker.Finish()
+		if *next != "" {
+			out = worker.Advance(*next)
+		}
+		err := worker.Run(ctx, func(ctx context.Context, m *worker.Message) (worker.Move, error) {
+			m.Queue(acctSQL, acctID(m.ID))
+			return out, nil
+		}, worker.Options{DSN: dsn, AppName: "peers stage " + stage, In: os.Stdin, Out: os.Stdout, Log: log, Stage: stage})
+		if err != nil && ctx.Err() == nil {
+			log.Error("stage", "err", err)
+			return 1
+		}
+		return 0
+	case "plain":
+		return plainStage(ctx, dsn, stage, *next, os.Stdin, os.Stdout, log)
+	}
+	log.Error("stage: --kind must be worker or plain")
+	return 2
+}
+
+// plainStage serves message ids from in, one transaction of four round
+// trips each.
+func plainStage(ctx context.Context, dsn, stage, next string, in io.Reader, out io.Writer, log *slog.Logger) int {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		log.Error("DSN", "err", err)
+		return 2
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "peers plain stage " + stage
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		log.Error("connect", "err", err)
+		return 75
+	}
+	defer conn.Close(context.Background())
+	move, moveArgs := "SELECT pepsi.finish($1)", func(id int64) []any { return []any{id} }
+	if next != "" {
+		move, moveArgs = "SELECT pepsi.advance($1, $2)", func(id int64) []any { return []any{id, next} }
+	}
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		id, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 64)
+		if err != nil {
+			fmt.Fprintln(out, "1 # bad message id")
+			continue
+		}
+		err = func() error {
+			if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, acctSQL, acctID(id)); err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, move, moveArgs(id)...); err != nil {
+				return err
+			}
+			_, err := conn.Exec(ctx, "COMMIT")
+			return err
+		}()
+		if err == nil {
+			if _, err := io.WriteString(out, "0\n"); err != nil {
+				return 1
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return 0 // told to stop: the message in hand goes back
+		}
+		var pgErr *pgconn.PgError
+		if conn.IsClosed() || !errors.As(err, &pgErr) {
+			fmt.Fprintf(out, "75 # database connection lost: %s\n", oneLine(err))
+			return 75
+		}
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		log.Error("message", "id", id, "err", err)
+		fmt.Fprintf(out, "1 # %s\n", oneLine(err))
+	}
+	return 0
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
