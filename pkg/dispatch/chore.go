@@ -170,11 +170,11 @@ func (d *Dispatcher) startChore(now time.Time) {
 }
 
 // sweepsDue puts into c the sweeps that are due. The orphan sweep waits
-// for the claim lane to be idle, and the claim lane waits for it: it must
+// for the claims to be idle (a settle may carry one), and the claim lane waits for it: it must
 // know every row this dispatcher holds.
 func (d *Dispatcher) sweepsDue(c *chore, now time.Time) {
 	dc := &d.cfg.Dispatch
-	if d.claimer.job == nil && (d.orphansNow || !now.Before(d.nextOrphans)) {
+	if d.claimer.job == nil && !d.settleClaims && (d.orphansNow || !now.Before(d.nextOrphans)) {
 		c.want |= stepOrphans
 		c.held, c.age = d.held(c.held), dc.OrphanSweep
 		if d.orphansNow {

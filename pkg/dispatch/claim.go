@@ -25,6 +25,9 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	d.tokensAt = time.Time{}
 	w.backlog = false
 	for _, p := range d.pools {
+		if p.settling {
+			continue // the settle in flight claims for it
+		}
 		c := p.capacity(now)
 		if c == 0 && p.more && !now.Before(p.coolUntil) {
 			w.backlog = true // full, with more waiting: its answers wake the loop

@@ -95,19 +95,21 @@ type queueWork struct {
 	settler lane // settles
 	chores  lane // sweeps, statistics
 
-	settles     []queue.Settle   // verdicts for the next settle
-	settleAgain bool             // the last settle failed: its verdicts go again before any claim
-	spare       []queue.Settle   // the other settles buffer, while a settle has one
-	caps        []queue.StageCap // the next claim's caps
-	marks       uint64           // counts markMore calls
-	claimAt     time.Time        // a small claim waits until then for more room (zero: none waits)
-	settleAt    time.Time        // a small settle waits until then for more answers (zero: none waits)
-	settleNow   bool             // the next settle holds answers of a keyed stage: it does not wait
-	backlog     int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
-	nextPaused  time.Time        // when the next paused row falls due (zero: none)
-	checkPause  bool             // resume whatever is due with the next claim
-	tokensAt    time.Time        // when a stage the last claim left out for want of tokens has them back (zero: none was)
-	keyed       bool             // some stage has KEY: claims and settles book keys
+	settles      []queue.Settle   // verdicts for the next settle
+	settleAgain  bool             // the last settle failed: its verdicts go again before any claim
+	settleClaims bool             // the settle in flight carries a claim (claimWithSettle)
+	settleCaps   []queue.StageCap // its caps (the claim lane's are caps)
+	spare        []queue.Settle   // the other settles buffer, while a settle has one
+	caps         []queue.StageCap // the next claim's caps
+	marks        uint64           // counts markMore calls
+	claimAt      time.Time        // a small claim waits until then for more room (zero: none waits)
+	settleAt     time.Time        // a small settle waits until then for more answers (zero: none waits)
+	settleNow    bool             // the next settle holds answers of a keyed stage: it does not wait
+	backlog      int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
+	nextPaused   time.Time        // when the next paused row falls due (zero: none)
+	checkPause   bool             // resume whatever is due with the next claim
+	tokensAt     time.Time        // when a stage the last claim left out for want of tokens has them back (zero: none was)
+	keyed        bool             // some stage has KEY: claims and settles book keys
 }
 
 // sweeps is when the chore lane's steps are due and what they found.

@@ -14,10 +14,40 @@ type keys struct {
 	of   map[int64]string
 	held map[string]int
 	buf  []queue.HeldKey // the claim's copy of held (one claim at a time)
+	less map[string]int  // what a settle in the making frees (freeing)
 }
 
 func newKeys() *keys {
-	return &keys{of: make(map[int64]string), held: make(map[string]int)}
+	return &keys{of: make(map[int64]string), held: make(map[string]int), less: make(map[string]int)}
+}
+
+// freeing counts the held messages of stage among settles, by key, for
+// snapshotLess, and returns how many there are.
+func (k *keys) freeing(settles []queue.Settle, stage string) int {
+	clear(k.less)
+	n := 0
+	for i := range settles {
+		if settles[i].Stage != stage {
+			continue
+		}
+		if key, ok := k.of[settles[i].ID]; ok {
+			k.less[key]++
+			n++
+		}
+	}
+	return n
+}
+
+// snapshotLess is snapshot less the keys freeing counted: what stays held
+// once that settle is applied.
+func (k *keys) snapshotLess() []queue.HeldKey {
+	k.buf = k.buf[:0]
+	for key, n := range k.held {
+		if n -= k.less[key]; n > 0 {
+			k.buf = append(k.buf, queue.HeldKey{Key: key, N: n})
+		}
+	}
+	return k.buf
 }
 
 // hold books a claimed message's key (once: a message is held at most

@@ -189,7 +189,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 	if d.lockless {
 		return
 	}
-	if d.claimer.job == nil {
+	if d.claimer.job == nil && !d.settleClaims {
 		// The orphan sweep starts only while no claim is in flight: the
 		// claim's result wakes the loop.
 		if d.orphansNow {

@@ -16,6 +16,7 @@ type pool struct {
 	cooling   bool      // in a cooldown episode (logged once)
 	more      bool      // pending rows may be waiting: worth a claim
 	marked    uint64    // Dispatcher.marks when more was last set by a settle or resume
+	settling  bool      // the settle in flight carries this stage's claim (claimWithSettle)
 	retry     queue.RetryPolicy
 	rate      *bucket // RATE's tokens; nil: no RATE
 	keys      *keys   // KEY's held keys; nil: no KEY

@@ -41,6 +41,7 @@ func (d *Dispatcher) startSettle(now time.Time) {
 	j := &l.buf
 	j.turn = queue.Turn{Settles: d.settles, Stages: d.owned, Set: d.set}
 	j.err = nil
+	d.settleClaims = d.claimWithSettle(j, now)
 	d.settles, d.spare = d.spare[:0], nil
 	l.job = j
 	l.jobs <- j
@@ -63,7 +64,9 @@ func (d *Dispatcher) answersDue() bool {
 // pending rows, when paused rows fall due.
 func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	t, res := &j.turn, &j.res
+	d.settleClaims = false
 	if j.err != nil {
+		d.settledClaim(j, now)
 		d.settles, d.spare = append(t.Settles, d.settles...), d.settles[:0]
 		d.settleAgain = true
 		d.dbFailed(now, "settle", j.err)
@@ -87,6 +90,7 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 			}
 		}
 	}
+	d.settledClaim(j, now)
 }
 
 // movedTo notes that a settle made s pending at its stage: worth a claim
