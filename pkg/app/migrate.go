@@ -57,19 +57,24 @@ func migrateUp(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(c.Context))
+	var installed *queue.Code
 	applied, err := queue.MigrateWith(c.Context, conn, queue.MigrateOptions{
 		Waiting: func(m queue.Migration, try int, err error) {
 			fmt.Fprintf(c.App.ErrWriter, "pepsi migrate: %03d_%s: its tables are in use (try %d of %d: %v); trying again\n",
 				m.Version, m.Name, try, queue.DefaultMigrateTries, err)
 		},
+		Installed: func(code queue.Code) { installed = &code },
 	})
 	for _, m := range applied {
 		fmt.Fprintf(c.App.Writer, "applied %03d_%s\n", m.Version, m.Name)
 	}
+	if installed != nil {
+		fmt.Fprintf(c.App.Writer, "installed the functions and triggers of sql/functions (%d files, %.12s)\n", len(installed.Files), installed.Hash)
+	}
 	if err != nil {
 		return err
 	}
-	if len(applied) == 0 {
+	if len(applied) == 0 && installed == nil {
 		ms, err := queue.Migrations()
 		if err != nil {
 			return err
@@ -102,6 +107,22 @@ func migrateStatus(c *cli.Context) error {
 		}
 		rows[i] = []string{strconv.Itoa(s.Version), s.Name, applied}
 	}
+	hash, at, err := queue.CodeStatus(c.Context, conn)
+	if err != nil {
+		return err
+	}
+	code, err := queue.LoadCode()
+	if err != nil {
+		return err
+	}
+	functions := "pending"
+	switch {
+	case at != nil && hash == code.Hash:
+		functions = at.Local().Format(time.DateTime + " -0700")
+	case at != nil:
+		functions = "others (" + hash[:min(12, len(hash))] + "): pending"
+	}
+	rows = append(rows, []string{"-", "functions (" + code.Hash[:12] + ")", functions})
 	if err := printTable(c.App.Writer, []string{"VERSION", "NAME", "APPLIED"}, rows); err != nil {
 		return err
 	}

@@ -21,7 +21,8 @@ func TestMigrateTwice(t *testing.T) {
 
 	r := pepsi(t, "", "migrate")
 	r.wantCode(t, 0)
-	if !strings.HasPrefix(r.stdout, "applied 001_schema\n") || strings.Count(r.stdout, "\n") != len(ms) {
+	if !strings.HasPrefix(r.stdout, "applied 001_schema\n") || strings.Count(r.stdout, "\n") != len(ms)+1 ||
+		!strings.Contains(r.stdout, "\ninstalled the functions and triggers of sql/functions (") {
 		t.Errorf("first migrate printed %q", r.stdout)
 	}
 	n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.schema_migration")
@@ -54,6 +55,9 @@ func TestMigrateStatus(t *testing.T) {
 	if got := strings.Join(strings.Fields(lines[1]), " "); got != "1 schema pending" {
 		t.Errorf("unmigrated: first row %q", got)
 	}
+	if f := strings.Fields(lines[len(lines)-1]); len(f) != 4 || f[0] != "-" || f[1] != "functions" || f[3] != "pending" {
+		t.Errorf("unmigrated: last row %q, want the functions pending", lines[len(lines)-1])
+	}
 
 	pepsi(t, "", "migrate").wantCode(t, 0)
 	r = pepsi(t, "", "migrate", "status")
@@ -62,8 +66,8 @@ func TestMigrateStatus(t *testing.T) {
 	if f := strings.Fields(lines[1]); len(f) < 3 || f[0] != "1" || f[1] != "schema" || f[2] == "pending" {
 		t.Errorf("migrated: first row %q", lines[1])
 	}
-	if strings.Contains(r.stdout, "pending") {
-		t.Errorf("a migration still pending after migrate:\n%s", r.stdout)
+	if strings.Contains(r.stdout, "pending") || !strings.HasPrefix(lines[len(lines)-1], "- ") {
+		t.Errorf("a migration or the functions still pending after migrate:\n%s", r.stdout)
 	}
 	for _, l := range lines {
 		if strings.HasSuffix(l, " ") {
