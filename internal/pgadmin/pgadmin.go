@@ -1,6 +1,6 @@
 // Package pgadmin makes and drops whole databases on a PostgreSQL server:
-// the throwaway databases of the tests (pkg/pgtest), of pepsi bench, of
-// the soak and of the demo. The product itself never does.
+// the throwaway databases of the tests (pkg/pgtest) and of the demo. The
+// product itself never does.
 package pgadmin
 
 import (

@@ -14,9 +14,7 @@ import (
 // one such process per PARALLELISM slot: its goroutines (the reader of
 // stdin, the writer of stdout, pgx's connection) only hand work to each
 // other, and on one processor a hand-off is a switch, not a wake-up of
-// another thread. Measured with `pepsi bench --only wide --stages 1`
-// (64 no-op status-line workers on 2 cores): 15.3–19.1 µs of the stage
-// programs' CPU per pass on two processors, 7.5–8.7 µs on one.
+// another thread (figures: docs/performance-log.md).
 func OneProcessor() int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

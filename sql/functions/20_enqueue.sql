@@ -1,8 +1,8 @@
 -- Ingress from SQL, inside any application transaction: pepsi.enqueue()
 -- and pepsi.enqueue_key().
 --
--- pepsi.enqueue() without a deduplication key (the outbox's hot path:
--- pepsi bench's ingress step measures it) inserts one row into
+-- pepsi.enqueue() without a deduplication key (the outbox's hot path)
+-- inserts one row into
 -- pepsi.ingress, a heap without indexes, which a dispatcher admits into
 -- pepsi.message and pepsi.state_live at each of its polls (pepsi.admit(),
 -- 20_admit.sql). Its id is drawn from pepsi.message's sequence, so the
