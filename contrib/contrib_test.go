@@ -94,3 +94,34 @@ func TestExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestOneTrip: the Python stage that sends its work and its move as one
+// query string (pepsi-worker(7), EXAMPLES) moves every message through two
+// stages, each pass's work committed with its move.
+func TestOneTrip(t *testing.T) {
+	t.Parallel()
+	need(t, "python3 with psycopg2", "apt-get install -y python3-psycopg2", "/usr/bin/python3", "-c", "import psycopg2")
+	program, err := filepath.Abs("python/onetrip.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := workertest.Start(t,
+		workertest.Stage{Name: "first", Program: program + " --next second", Parallelism: 2, QueueLimit: 4},
+		workertest.Stage{Name: "second", Program: program, Parallelism: 2, QueueLimit: 4})
+	var payloads [][]byte
+	for i := range 40 {
+		payloads = append(payloads, fmt.Appendf(nil, "message %d", i))
+	}
+	ids := p.Enqueue("first", payloads...)
+	p.WaitSettled(2 * time.Minute)
+	for _, id := range ids {
+		if r := p.Row(id); r.Status != "done" || r.Stage != "second" || r.Attempts != 1 ||
+			r.Headers["first"] != "onetrip" || r.Headers["second"] != "onetrip" || r.DispatchError != "" {
+			t.Errorf("message %d: %+v", id, r)
+		}
+	}
+	p.Check()
+	if t.Failed() {
+		t.Logf("dispatcher log:\n%s", p.Logs)
+	}
+}
