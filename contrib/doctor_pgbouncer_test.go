@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// TestDoctorPgBouncer: pepsi doctor's pooler check (queue.CheckPooler)
+// TestDoctorPgBouncer: pepsi doctor's pooler check (admin.CheckPooler)
 // through a real PgBouncer in transaction mode finds a pooler (its cancel
 // key is PgBouncer's) and the dispatcher's session check refusing it; the
-// direct connection is pkg/queue's TestDoctorPooler. It lives here beside
+// direct connection is pkg/admin's TestDoctorPooler. It lives here beside
 // TestPgBouncer, whose PgBouncer it starts.
 func TestDoctorPgBouncer(t *testing.T) {
 	b := startPgBouncer(t)
@@ -21,7 +22,7 @@ func TestDoctorPgBouncer(t *testing.T) {
 	defer b.stop() // before the test database is dropped, with its server connections
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := queue.CheckPooler(ctx, b.dsn(dsn))
+	p, err := admin.CheckPooler(ctx, b.dsn(dsn))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // pepsi doctor: the checks an operator runs when something is off. Each
 // check is one entry of doctorChecks and one small function that reads
-// what it needs through pkg/queue (see pkg/queue/doctor.go) and says OK,
+// what it needs through pkg/admin (see pkg/admin/doctor.go) and says OK,
 // WARN or FAIL in one line, with what to do. The thresholds are named
 // below and documented in pepsi-doctor(1).
 
@@ -84,13 +85,13 @@ var doctorChecks = []doctorCheck{
 type doctor struct {
 	ctx      context.Context
 	cfg      *config.Config
-	db       *queue.DB
+	db       *admin.DB
 	idle     time.Duration // --idle-threshold
 	noSchema bool          // the schema check found no pepsi schema
 
-	counts      []queue.Count
-	dispatchers *queue.Dispatchers
-	tables      []queue.TableHealth
+	counts      []admin.Count
+	dispatchers *admin.Dispatchers
+	tables      []admin.TableHealth
 }
 
 func doctorCommand() *cli.Command {
@@ -158,7 +159,7 @@ func doctorAction(c *cli.Context) error {
 // reached the one result says so.
 func runDoctor(ctx context.Context, cfg *config.Config, idle time.Duration) []doctorResult {
 	cctx, cancel := context.WithTimeout(ctx, doctorCheckTimeout)
-	db, err := queue.Open(cctx, doctorDSN(cfg.DSN), queue.Options{App: "pepsi doctor", MaxConns: 2})
+	db, err := admin.Open(cctx, doctorDSN(cfg.DSN), queue.Options{App: "pepsi doctor", MaxConns: 2})
 	cancel()
 	if err != nil {
 		return []doctorResult{{Check: "database", Status: statusFail, Message: "cannot connect: " + err.Error(),
@@ -253,13 +254,13 @@ func cfgName(cfg *config.Config) string {
 
 // queueCounts returns the messages per stage and status (pepsi.ingress's
 // as pending), read once.
-func (d *doctor) queueCounts() ([]queue.Count, error) {
+func (d *doctor) queueCounts() ([]admin.Count, error) {
 	if d.counts == nil {
 		cs, err := d.db.Counts(d.ctx)
 		if err != nil {
 			return nil, err
 		}
-		d.counts = append([]queue.Count{}, cs...)
+		d.counts = append([]admin.Count{}, cs...)
 	}
 	return d.counts, nil
 }
@@ -281,7 +282,7 @@ func (d *doctor) stages() ([]string, error) {
 }
 
 // sessions returns the dispatchers and standbys, read once.
-func (d *doctor) sessions() (*queue.Dispatchers, error) {
+func (d *doctor) sessions() (*admin.Dispatchers, error) {
 	if d.dispatchers == nil {
 		stages, err := d.stages()
 		if err != nil {
@@ -298,7 +299,7 @@ func (d *doctor) sessions() (*queue.Dispatchers, error) {
 
 // queueTables returns the health of the tables the dispatcher vacuums,
 // read once.
-func (d *doctor) queueTables() ([]queue.TableHealth, error) {
+func (d *doctor) queueTables() ([]admin.TableHealth, error) {
 	if d.tables == nil {
 		for _, t := range queue.Vacuumed {
 			h, err := d.db.TableHealth(d.ctx, t)
@@ -342,7 +343,7 @@ func checkSchema(d *doctor) doctorResult {
 
 // who names a dispatcher's session: its application_name ("pepsi dispatch
 // pid 812 on mx1") or its server pid.
-func who(s queue.DispatcherSession) string {
+func who(s admin.DispatcherSession) string {
 	if s.Name != "" {
 		return s.Name
 	}
@@ -416,7 +417,7 @@ func checkDispatchers(d *doctor) doctorResult {
 }
 
 // lockName says what kind of lock l is, in a few words.
-func lockName(l queue.AdvisoryLock) string {
+func lockName(l admin.AdvisoryLock) string {
 	switch l.Kind {
 	case queue.LockDispatcher:
 		if l.Mode == "ExclusiveLock" {
@@ -506,7 +507,7 @@ func checkLocks(d *doctor) doctorResult {
 }
 
 // describeHeld says what a session holding the horizon back is doing.
-func describeHeld(s queue.HeldSession) string {
+func describeHeld(s admin.HeldSession) string {
 	name := s.Name
 	if name == "" {
 		name = s.User
@@ -584,8 +585,8 @@ func checkAutovacuum(d *doctor) doctorResult {
 		}
 	}
 	details := struct {
-		queue.VacuumSettings
-		Tables []queue.TableHealth `json:"tables"`
+		admin.VacuumSettings
+		Tables []admin.TableHealth `json:"tables"`
 	}{s, tables}
 	vi := d.cfg.Dispatch.VacuumInterval
 	switch {
@@ -632,7 +633,7 @@ func checkNotify(d *doctor) doctorResult {
 		return broken(err)
 	}
 	rt, err := d.db.NotifyRoundTrip(d.ctx, d.cfg.DSN, channel, notifyWait)
-	if errors.Is(err, queue.ErrNoNotification) {
+	if errors.Is(err, admin.ErrNoNotification) {
 		return fail(fmt.Sprintf("a NOTIFY on %s did not come back within %s", channel, fmtWait(notifyWait)),
 			"dispatchers then wake only every POLL_INTERVAL: see pooler, and the server's log")
 	}
@@ -660,7 +661,7 @@ func checkNotify(d *doctor) doctorResult {
 }
 
 func checkPooler(d *doctor) doctorResult {
-	p, err := queue.CheckPooler(d.ctx, d.cfg.DSN)
+	p, err := admin.CheckPooler(d.ctx, d.cfg.DSN)
 	if err != nil {
 		return broken(err)
 	}
@@ -677,7 +678,7 @@ func checkPooler(d *doctor) doctorResult {
 }
 
 // setOwned reports whether a dispatcher runs for the wake row of set.
-func setOwned(set string, ds queue.Dispatchers) bool {
+func setOwned(set string, ds admin.Dispatchers) bool {
 	if set == queue.AllStages {
 		return ds.Holder != nil
 	}
@@ -758,7 +759,7 @@ func checkConnections(d *doctor) doctorResult {
 		server += fmt.Sprintf(" - reserved_connections %d", sc.Reserved)
 	}
 	details := struct {
-		queue.ServerConnections
+		admin.ServerConnections
 		Available int `json:"available"`
 		Workers   int `json:"workers"`
 		Own       int `json:"dispatcher_connections"`

@@ -344,7 +344,7 @@ func TestDoctorLocks(t *testing.T) {
 	env(t, dsn, "[pepsi-dispatch]\nINGRESS_CHANNEL = elsewhere\n\n[stage-parse]\nPROGRAM = /bin/true\n")
 	conn := session(t, dsn, "psql")
 	var pid int32
-	// (stageLockClass, hashtext(stage)): pkg/queue/locks.go.
+	// (StageLockClass, hashtext(stage)): pkg/queue/locks.go.
 	if err := conn.QueryRow(context.Background(), "SELECT pg_backend_pid(), pg_advisory_lock(1885696115, hashtext('parse'))").Scan(&pid, nil); err != nil {
 		t.Fatal(err)
 	}

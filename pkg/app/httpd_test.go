@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -145,7 +146,12 @@ func TestHTTPD(t *testing.T) {
 			t.Errorf("pepsi_dispatch_%s_total = %v, table says %v", c.Name, v, c.value(&global))
 		}
 	}
-	counts, err := db.Counts(context.Background())
+	adb, err := admin.Open(context.Background(), dsn, queue.Options{App: pgtest.App})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adb.Close()
+	counts, err := adb.Counts(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,9 +292,11 @@ func TestManStats(t *testing.T) {
 			t.Errorf("pepsi-stats.1: column %s is not an entry", f.Name)
 		}
 	}
-	db, _ := pgtest.New(t)
+	_, dsn := pgtest.New(t)
+	src := metrics.NewSource(dsn, pgtest.App)
+	defer src.Close()
 	var out bytes.Buffer
-	if err := metrics.WriteStatsText(&out, metrics.StatsOptions{Source: metrics.SourceOf(db.DB), Stages: []string{"x"}}); err != nil {
+	if err := metrics.WriteStatsText(&out, metrics.StatsOptions{Source: src, Stages: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
 	var text []string

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -149,7 +150,7 @@ func TestQueueShowFlowKey(t *testing.T) {
 	sqlExec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", ids[0])
 	r = pepsi(t, "", "queue", "show", "--json", strconv.FormatInt(ids[2], 10))
 	r.wantCode(t, 0)
-	var m queue.Message
+	var m admin.Message
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil || m.FlowKey == nil || *m.FlowKey != "acme" || m.Behind == nil || *m.Behind != ids[1] {
 		t.Fatalf("show --json = %s (%v)", r.stdout, err)
 	}

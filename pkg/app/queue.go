@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -48,7 +49,7 @@ func queueCommand() *cli.Command {
 // whose schema is current, and admits what pepsi.enqueue() left in
 // pepsi.ingress, so that the command sees every message enqueued before
 // it started (a dispatcher admits them at its next poll anyway).
-func openQueue(c *cli.Context) (*queue.DB, *config.Config, error) {
+func openQueue(c *cli.Context) (*admin.DB, *config.Config, error) {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +57,7 @@ func openQueue(c *cli.Context) (*queue.DB, *config.Config, error) {
 	if _, err := parseDSN(cfg); err != nil {
 		return nil, nil, err
 	}
-	db, err := queue.Open(c.Context, cfg.DSN, queue.Options{App: commandName(c), MaxConns: 2})
+	db, err := admin.Open(c.Context, cfg.DSN, queue.Options{App: commandName(c), MaxConns: 2})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,7 +155,7 @@ func parseIDs(args []string) ([]int64, error) {
 
 // notFound turns a missing message into a command-line error (exit 2).
 func notFound(err error) error {
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, admin.ErrNotFound) {
 		return invalid("%v", err)
 	}
 	return err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
 // lsPage is how many rows ls reads per query: it pages through the queue
@@ -65,11 +65,11 @@ func queueLs(c *cli.Context) error {
 	}
 
 	out := bufio.NewWriterSize(c.App.Writer, 64<<10)
-	var emit func([]queue.Row) error
+	var emit func([]admin.Row) error
 	if c.Bool("json") {
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
-		emit = func(rows []queue.Row) error {
+		emit = func(rows []admin.Row) error {
 			for i := range rows {
 				if err := enc.Encode(&rows[i]); err != nil {
 					return err
@@ -79,7 +79,7 @@ func queueLs(c *cli.Context) error {
 		}
 	} else {
 		var cols *columns
-		emit = func(rows []queue.Row) error {
+		emit = func(rows []admin.Row) error {
 			cells := make([][]string, len(rows))
 			for i := range rows {
 				cells[i] = lsCells(&rows[i], now)
@@ -119,8 +119,8 @@ func queueLs(c *cli.Context) error {
 }
 
 // lsParams reads the filters of ls.
-func lsParams(c *cli.Context) (queue.ListParams, error) {
-	var p queue.ListParams
+func lsParams(c *cli.Context) (admin.ListParams, error) {
+	var p admin.ListParams
 	var err error
 	if p.Stage, err = parseStageFlag(c, "stage"); err != nil {
 		return p, err
@@ -140,7 +140,7 @@ func lsParams(c *cli.Context) (queue.ListParams, error) {
 }
 
 // lsCells is one line of the ls table.
-func lsCells(r *queue.Row, now time.Time) []string {
+func lsCells(r *admin.Row, now time.Time) []string {
 	timeout := "-"
 	if r.Timeout != nil {
 		if d := r.Timeout.Sub(now); d > 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -71,7 +72,7 @@ func queueRetry(c *cli.Context) error {
 	if err := checkToStage(cfg, to); err != nil {
 		return err
 	}
-	p := queue.RedriveParams{IDs: ids, Status: status, Stage: stage, ToStage: to, Priority: prio}
+	p := admin.RedriveParams{IDs: ids, Status: status, Stage: stage, ToStage: to, Priority: prio}
 	done := progress(c, &p.Progress)
 	res, err := db.Redrive(c.Context, p)
 	done()
@@ -141,7 +142,7 @@ func queuePurge(c *cli.Context) error {
 	if !slices.Contains([]queue.Status{queue.Done, queue.Failed}, status) && !c.Bool("force") {
 		return usage("--status %s: these messages are live work; purging them needs --force", status)
 	}
-	p := queue.PurgeParams{Status: status, DryRun: c.Bool("dry-run")}
+	p := admin.PurgeParams{Status: status, DryRun: c.Bool("dry-run")}
 	if p.Stage, err = parseStageFlag(c, "stage"); err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func queuePurge(c *cli.Context) error {
 
 // heldError reports running messages a repair left alone: the request was
 // not carried out in full (exit 1).
-func heldError(res queue.Repair) error {
+func heldError(res admin.Repair) error {
 	if res.Held == 0 {
 		return nil
 	}

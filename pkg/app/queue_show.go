@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
 func queueShowCommand() *cli.Command {
@@ -60,7 +60,7 @@ func queueShow(c *cli.Context) error {
 		_, err = c.App.Writer.Write(p)
 		return err
 	}
-	msgs := make([]*queue.Message, len(ids))
+	msgs := make([]*admin.Message, len(ids))
 	for i, id := range ids {
 		if msgs[i], err = db.Show(c.Context, id); err != nil {
 			return notFound(idError(err, id))
@@ -92,14 +92,14 @@ func queueShow(c *cli.Context) error {
 
 // idError names the id in a missing message's error.
 func idError(err error, id int64) error {
-	if err == queue.ErrNotFound {
-		return &queue.NotFoundError{ID: id}
+	if err == admin.ErrNotFound {
+		return &admin.NotFoundError{ID: id}
 	}
 	return err
 }
 
 // writeMessage writes one message as "key  value" lines.
-func writeMessage(out *bufio.Writer, m *queue.Message, now time.Time) {
+func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 	kv := func(k, v string) { fmt.Fprintf(out, "%-15s %s\n", k, v) }
 	opt := func(s *string) string {
 		if s == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -59,7 +60,7 @@ func queueSummary(c *cli.Context) error {
 	type line struct {
 		n       map[queue.Status]int64
 		total   int64
-		pending *queue.Count
+		pending *admin.Count
 	}
 	var order []string
 	lines := map[string]*line{}
@@ -133,7 +134,7 @@ func queueSummary(c *cli.Context) error {
 
 // printOwners prints a line per stage, those of the configuration and
 // those in the queue: its owner, or that it has none (its messages wait).
-func printOwners(c *cli.Context, db *queue.DB, cfg *config.Config, inQueue []string) error {
+func printOwners(c *cli.Context, db *admin.DB, cfg *config.Config, inQueue []string) error {
 	stages := cfg.StageNames()
 	for _, s := range inQueue {
 		if !slices.Contains(stages, s) {
@@ -165,7 +166,7 @@ func printOwners(c *cli.Context, db *queue.DB, cfg *config.Config, inQueue []str
 // (pending or paused) but no [stage-NAME] section in cfg: no dispatcher
 // hands them out, and nothing else says so. A configuration without
 // stages (PEPSI_DSN alone) says nothing of any stage.
-func unconfigured(cfg *config.Config, counts []queue.Count) []string {
+func unconfigured(cfg *config.Config, counts []admin.Count) []string {
 	if len(cfg.Stages) == 0 {
 		return nil
 	}

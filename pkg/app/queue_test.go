@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -215,7 +216,7 @@ func TestQueueLs(t *testing.T) {
 			if line == "" {
 				continue
 			}
-			var row queue.Row
+			var row admin.Row
 			if err := json.Unmarshal([]byte(line), &row); err != nil {
 				t.Fatalf("%q: line %q: %v", tc.args, line, err)
 			}
@@ -234,7 +235,7 @@ func TestQueueLs(t *testing.T) {
 
 	// A JSON row carries the whole state.
 	r = pepsi(t, "", "queue", "ls", "--json", "--status", "failed")
-	var row queue.Row
+	var row admin.Row
 	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestQueueLsPages(t *testing.T) {
 			t.Fatalf("--limit %s: %d lines, want %d", tc.limit, len(lines), len(tc.want))
 		}
 		for i, line := range lines {
-			var row queue.Row
+			var row admin.Row
 			if err := json.Unmarshal([]byte(line), &row); err != nil || row.ID != tc.want[i] {
 				t.Fatalf("--limit %s: line %d = %q (%v), want id %d", tc.limit, i, line, err, tc.want[i])
 			}
@@ -312,7 +313,7 @@ func TestQueueShow(t *testing.T) {
 
 	r = pepsi(t, "", "queue", "show", "--json", strconv.FormatInt(id, 10))
 	r.wantCode(t, 0)
-	var m queue.Message
+	var m admin.Message
 	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
 		t.Fatal(err)
 	}
@@ -496,14 +497,14 @@ func TestQueuePurge(t *testing.T) {
 func TestQueueProgress(t *testing.T) {
 	db, dsn := pgtest.New(t)
 	env(t, dsn, "")
-	seedQueue(t, db, "parse", queue.Done, queue.DefaultBatch+1)
+	seedQueue(t, db, "parse", queue.Done, admin.DefaultBatch+1)
 	saved := isTerminal
 	isTerminal = func(io.Writer) bool { return true }
 	t.Cleanup(func() { isTerminal = saved })
 	r := pepsi(t, "", "queue", "purge", "--status", "done")
 	r.wantCode(t, 0)
-	want := "\rpepsi queue purge: " + strconv.Itoa(queue.DefaultBatch) + " messages\rpepsi queue purge: " + strconv.Itoa(queue.DefaultBatch+1) + " messages\n"
-	if r.stdout != "purged "+strconv.Itoa(queue.DefaultBatch+1)+" messages\n" || r.stderr != want {
+	want := "\rpepsi queue purge: " + strconv.Itoa(admin.DefaultBatch) + " messages\rpepsi queue purge: " + strconv.Itoa(admin.DefaultBatch+1) + " messages\n"
+	if r.stdout != "purged "+strconv.Itoa(admin.DefaultBatch+1)+" messages\n" || r.stderr != want {
 		t.Fatalf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
 // actionTimeout bounds one action: a purge of millions of rows takes
@@ -68,16 +68,16 @@ func (d *Dashboard) confirmed(w http.ResponseWriter, r *http.Request) (yes, ok b
 // action is one action on the messages it selected: count what it
 // would change, or change it, filling in the page either way.
 type action interface {
-	count(ctx context.Context, db *queue.DB, page *actionPage) error
-	do(ctx context.Context, db *queue.DB, page *actionPage) error
+	count(ctx context.Context, db *admin.DB, page *actionPage) error
+	do(ctx context.Context, db *admin.DB, page *actionPage) error
 }
 
 // serveAction answers the POSTs of one kind of action (name, done: "retry",
 // "retried"): the user must be allowed to act; parse reads the selection;
 // without confirm=yes the answer is the confirmation, with it the action
 // is done (on past the request's end, up to actionTimeout) and logged.
-func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (action, actionPage, error)) func(http.ResponseWriter, *http.Request, *queue.DB) {
-	return func(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (action, actionPage, error)) func(http.ResponseWriter, *http.Request, *admin.DB) {
+	return func(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 		user, ok := d.actor(w, r)
 		if !ok {
 			return
@@ -119,7 +119,7 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 }
 
 // held fills in the running messages a repair left (or would leave) alone.
-func held(page *actionPage, res queue.Repair) {
+func held(page *actionPage, res admin.Repair) {
 	page.Held = res.Held
 	if res.Held > 0 {
 		page.HeldBy = "a running dispatcher"

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
 // Defaults of Options.
@@ -22,7 +22,7 @@ const pageTimeout = 30 * time.Second
 // Options configures a Dashboard.
 type Options struct {
 	// DB returns the database, connecting if need be (metrics.Source.DB).
-	DB func(context.Context) (*queue.DB, error)
+	DB func(context.Context) (*admin.DB, error)
 	// Stages are the configured stages, in pipeline order: they are listed
 	// first, and even when they have no messages.
 	Stages []string
@@ -105,7 +105,7 @@ func (d *Dashboard) Handler() http.Handler {
 
 // withDB gives h the database, and the request a context with the page's
 // time limit; when the database cannot be reached it answers 503 itself.
-func (d *Dashboard) withDB(h func(http.ResponseWriter, *http.Request, *queue.DB)) http.HandlerFunc {
+func (d *Dashboard) withDB(h func(http.ResponseWriter, *http.Request, *admin.DB)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 		defer cancel()

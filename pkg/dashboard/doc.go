@@ -22,7 +22,7 @@
 //
 // Actions (actions.go, retry.go, purge.go) retry one message, a failure
 // group, or a stage's messages of one status, and purge done or failed
-// messages older than an age, through queue.DB's Redrive and Purge, the code of pepsi queue retry
+// messages older than an age, through admin.DB's Redrive and Purge, the code of pepsi queue retry
 // and purge, with its guards for running rows. Each is a POST that first
 // answers with a confirmation showing how many messages it will touch, and
 // is done when posted again with confirm=yes; each is logged with its user.

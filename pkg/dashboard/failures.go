@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -13,7 +14,7 @@ const maxGroups = 500
 
 // groupRow is one failure group with the links to its messages.
 type groupRow struct {
-	queue.FailureGroup
+	admin.FailureGroup
 	Messages string `json:"messages_url"` // the group's messages
 	Newest   string `json:"newest_url"`   // its latest message
 }
@@ -26,7 +27,7 @@ type failuresPage struct {
 	Stages []string   `json:"-"`
 }
 
-func (d *Dashboard) failures(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+func (d *Dashboard) failures(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	if !d.paramsOK(w, r) {
 		return
 	}

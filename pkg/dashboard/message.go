@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -35,7 +36,7 @@ type payloadView struct {
 
 // messagePage is the message page's data.
 type messagePage struct {
-	Message *queue.Message `json:"message"`
+	Message *admin.Message `json:"message"`
 	Headers []header       `json:"-"`
 	Payload payloadView    `json:"payload"`
 	// Group is the failure group of a failed message, with its list.
@@ -61,14 +62,14 @@ func (d *Dashboard) messageID(w http.ResponseWriter, r *http.Request) (int64, bo
 // missing answers a request for a message that does not exist, or one
 // whose database work failed.
 func (d *Dashboard) missing(w http.ResponseWriter, r *http.Request, id int64, err error) {
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, admin.ErrNotFound) {
 		d.fail(w, r, http.StatusNotFound, "no such message: "+strconv.FormatInt(id, 10))
 		return
 	}
 	d.dbFailed(w, r, err)
 }
 
-func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	id, ok := d.messageID(w, r)
 	if !ok {
 		return
@@ -91,7 +92,7 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *queue.DB
 		CanRetry: m.Status != queue.Pending,
 	}
 	if m.Status == queue.Failed {
-		page.Group = queue.FoldReason(m.Error, m.DispatchError)
+		page.Group = admin.FoldReason(m.Error, m.DispatchError)
 		page.GroupURL = groupURL(m.Stage, page.Group)
 	}
 	d.render(w, r, http.StatusOK, "message", view{Title: "Message " + strconv.FormatInt(id, 10), Nav: "messages", Page: page})
@@ -151,7 +152,7 @@ func showPayload(head []byte, size, id int64) payloadView {
 }
 
 // payload serves a message's whole payload as a download.
-func (d *Dashboard) payload(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+func (d *Dashboard) payload(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	id, ok := d.messageID(w, r)
 	if !ok {
 		return

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -24,7 +25,7 @@ type filter struct {
 	After  int64  `json:"after,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 
-	params queue.BrowseParams
+	params admin.BrowseParams
 }
 
 // maxText bounds the text filters.
@@ -124,7 +125,7 @@ func (f *filter) at(key string, id int64) string {
 
 // listRow is one message of the list.
 type listRow struct {
-	queue.Row
+	admin.Row
 	URL string `json:"url"`
 }
 
@@ -143,7 +144,7 @@ type messagesPage struct {
 	CanPurge bool `json:"-"`
 }
 
-func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	f, err := parseFilter(r)
 	page := messagesPage{Filter: f, Rows: []listRow{}, Stages: d.opts.Stages, Statuses: queue.Statuses}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -23,7 +24,7 @@ type stageRow struct {
 	// Owner is the dispatcher that claims the stage's messages: the one
 	// without a stage set, which owns every stage, or the one whose set
 	// has the stage; nil when none does (its messages wait).
-	Owner *queue.DispatcherSession `json:"owner"`
+	Owner *admin.DispatcherSession `json:"owner"`
 
 	Cells []cell        `json:"-"` // the counts, in Statuses order, with their lists
 	Chart template.HTML `json:"-"`
@@ -44,9 +45,9 @@ type overviewPage struct {
 	// Dispatcher is the dispatcher that owns every stage (one without a
 	// stage set); nil when none runs, or when dispatchers with stage sets
 	// do: they are in Dispatchers, as it is.
-	Dispatcher  *queue.DispatcherSession  `json:"dispatcher"`
-	Dispatchers []queue.DispatcherSession `json:"dispatchers"` // every one running, each with the stages it owns
-	Standbys    []queue.DispatcherSession `json:"standbys"`
+	Dispatcher  *admin.DispatcherSession  `json:"dispatcher"`
+	Dispatchers []admin.DispatcherSession `json:"dispatchers"` // every one running, each with the stages it owns
+	Standbys    []admin.DispatcherSession `json:"standbys"`
 	Unowned     []string                  `json:"unowned"` // while dispatchers run: the stages none owns
 	Window      string                    `json:"window"`  // what the charts span
 	Statuses    []queue.Status            `json:"-"`
@@ -60,10 +61,10 @@ type countCache struct {
 	mu     sync.Mutex
 	at     time.Time
 	now    time.Time // the server's clock at the count
-	counts []queue.Count
+	counts []admin.Count
 }
 
-func (c *countCache) get(ctx context.Context, db *queue.DB) ([]queue.Count, time.Time, error) {
+func (c *countCache) get(ctx context.Context, db *admin.DB) ([]admin.Count, time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts != nil && time.Since(c.at) < c.maxAge {
@@ -78,13 +79,13 @@ func (c *countCache) get(ctx context.Context, db *queue.DB) ([]queue.Count, time
 		return nil, time.Time{}, err
 	}
 	if counts == nil {
-		counts = []queue.Count{}
+		counts = []admin.Count{}
 	}
 	c.counts, c.now, c.at = counts, now, time.Now()
 	return counts, now, nil
 }
 
-func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *queue.DB) {
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	if !d.paramsOK(w, r) {
 		return
 	}

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // purge deletes done or failed messages (of a stage) unchanged for at
 // least an age, as pepsi queue purge does.
 type purge struct {
-	params queue.PurgeParams
+	params admin.PurgeParams
 }
 
 func parsePurge(r *http.Request) (action, actionPage, error) {
@@ -47,7 +48,7 @@ func parsePurge(r *http.Request) (action, actionPage, error) {
 	return a, page, nil
 }
 
-func (a *purge) count(ctx context.Context, db *queue.DB, page *actionPage) error {
+func (a *purge) count(ctx context.Context, db *admin.DB, page *actionPage) error {
 	p := a.params
 	p.DryRun = true
 	res, err := db.Purge(ctx, p)
@@ -55,7 +56,7 @@ func (a *purge) count(ctx context.Context, db *queue.DB, page *actionPage) error
 	return err
 }
 
-func (a *purge) do(ctx context.Context, db *queue.DB, page *actionPage) error {
+func (a *purge) do(ctx context.Context, db *admin.DB, page *actionPage) error {
 	res, err := db.Purge(ctx, a.params)
 	page.Count = res.Changed
 	if err != nil && res.Changed > 0 {

@@ -7,13 +7,14 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // retry puts messages back to pending as pepsi queue retry does: one
 // message (id), or the messages of a status (and stage, and failure group).
 type retry struct {
-	params queue.RedriveParams
+	params admin.RedriveParams
 }
 
 func parseRetry(r *http.Request) (action, actionPage, error) {
@@ -57,7 +58,7 @@ func parseRetry(r *http.Request) (action, actionPage, error) {
 	return a, page, nil
 }
 
-func (a *retry) count(ctx context.Context, db *queue.DB, page *actionPage) error {
+func (a *retry) count(ctx context.Context, db *admin.DB, page *actionPage) error {
 	if page.id == 0 {
 		p := a.params
 		p.DryRun = true
@@ -86,7 +87,7 @@ func (a *retry) count(ctx context.Context, db *queue.DB, page *actionPage) error
 			return err
 		}
 		if disp != nil {
-			held(page, queue.Repair{Held: 1, Holder: disp})
+			held(page, admin.Repair{Held: 1, Holder: disp})
 			return nil
 		}
 		page.Count = 1
@@ -96,7 +97,7 @@ func (a *retry) count(ctx context.Context, db *queue.DB, page *actionPage) error
 	return nil
 }
 
-func (a *retry) do(ctx context.Context, db *queue.DB, page *actionPage) error {
+func (a *retry) do(ctx context.Context, db *admin.DB, page *actionPage) error {
 	res, err := db.Redrive(ctx, a.params)
 	if err != nil {
 		return err

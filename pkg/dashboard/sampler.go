@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -50,7 +51,7 @@ func newSampler(window, every time.Duration) *sampler {
 
 // run takes a sample now and every s.every until ctx ends. A failure is
 // logged once, and once more when sampling works again.
-func (s *sampler) run(ctx context.Context, dbf func(context.Context) (*queue.DB, error), log *slog.Logger) {
+func (s *sampler) run(ctx context.Context, dbf func(context.Context) (*admin.DB, error), log *slog.Logger) {
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
 	for {
@@ -73,7 +74,7 @@ func (s *sampler) run(ctx context.Context, dbf func(context.Context) (*queue.DB,
 }
 
 // take reads the statistics and adds them as a sample.
-func (s *sampler) take(ctx context.Context, dbf func(context.Context) (*queue.DB, error)) error {
+func (s *sampler) take(ctx context.Context, dbf func(context.Context) (*admin.DB, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.every, 5*time.Second))
 	defer cancel()
 	db, err := dbf(ctx)

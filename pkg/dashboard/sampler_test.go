@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -75,8 +76,13 @@ func TestSamplerSumsWriters(t *testing.T) {
 	if err := set.AddStats(ctx, []queue.StageStats{{Stage: "a", Processed: 5, Failed: 2}}, queue.DispatchStats{}); err != nil {
 		t.Fatal(err)
 	}
+	adb, err := admin.Open(ctx, dsn, queue.Options{App: pgtest.App})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adb.Close()
 	s := newSampler(time.Minute, time.Second)
-	if err := s.take(ctx, func(context.Context) (*queue.DB, error) { return db.DB, nil }); err != nil {
+	if err := s.take(ctx, func(context.Context) (*admin.DB, error) { return adb, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if x := s.samples[0]; x.ok["a"] != 12 || x.failed["a"] != 3 || x.ok["b"] != 4 {

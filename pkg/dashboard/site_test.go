@@ -118,7 +118,8 @@ func newSite(t testing.TB, o siteOptions) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := metrics.SourceOf(db.DB)
+	src := metrics.NewPoolSource(dsn, pgtest.App, 8)
+	t.Cleanup(src.Close) // before pgtest drops the database
 	opts := dashboard.Options{
 		DB:      src.DB,
 		Stages:  o.stages,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -14,7 +15,7 @@ import (
 // and the database's clock when it was taken.
 type queueCounts struct {
 	now    time.Time
-	counts []queue.Count
+	counts []admin.Count
 }
 
 // readCounts counts the queue through src.
@@ -38,8 +39,8 @@ type depthKey struct {
 }
 
 // byKey indexes the counts.
-func (q *queueCounts) byKey() map[depthKey]queue.Count {
-	m := make(map[depthKey]queue.Count, len(q.counts))
+func (q *queueCounts) byKey() map[depthKey]admin.Count {
+	m := make(map[depthKey]admin.Count, len(q.counts))
 	for _, c := range q.counts {
 		m[depthKey{c.Stage, c.Status}] = c
 	}
@@ -48,7 +49,7 @@ func (q *queueCounts) byKey() map[depthKey]queue.Count {
 
 // oldestAge is how long the oldest message of c has been unchanged, in
 // seconds; 0 for none.
-func (q *queueCounts) oldestAge(c queue.Count) float64 {
+func (q *queueCounts) oldestAge(c admin.Count) float64 {
 	if c.N == 0 {
 		return 0
 	}

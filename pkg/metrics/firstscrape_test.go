@@ -54,13 +54,14 @@ func seriesCount(f families) map[string]int {
 // events (a stage no section configures, an "error_SQLSTATE" reason) are
 // the only ones that may grow later.
 func TestFamiliesFromFirstScrape(t *testing.T) {
-	db, _ := pgtest.New(t)
+	_, dsn := pgtest.New(t)
 	stages := []string{"a", "b"}
 	n := len(stages)
 	statuses := len(queue.Statuses)
 
 	// The dispatcher's.
-	src := SourceOf(db.DB)
+	src := NewSource(dsn, pgtest.App)
+	defer src.Close()
 	obs := NewObserver(ObserverOptions{Stages: stages, Source: src, MaxAge: -1, Version: "test"})
 	srv := NewServer(obs.Handler(), nil)
 	if err := srv.Start("127.0.0.1:0"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -26,7 +27,7 @@ type Source struct {
 	conns int32
 
 	mu sync.Mutex
-	db *queue.DB
+	db *admin.DB
 }
 
 // NewSource returns a Source for dsn whose session is named after name
@@ -40,16 +41,16 @@ func NewPoolSource(dsn, name string, conns int32) *Source {
 }
 
 // SourceOf returns a Source over a pool the caller has opened (and closes).
-func SourceOf(db *queue.DB) *Source { return &Source{db: db} }
+func SourceOf(db *admin.DB) *Source { return &Source{db: db} }
 
 // DB returns the connection pool, connecting it if need be.
-func (s *Source) DB(ctx context.Context) (*queue.DB, error) {
+func (s *Source) DB(ctx context.Context) (*admin.DB, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.db != nil {
 		return s.db, nil
 	}
-	db, err := queue.Open(ctx, s.dsn, queue.Options{App: s.name, MaxConns: s.conns})
+	db, err := admin.Open(ctx, s.dsn, queue.Options{App: s.name, MaxConns: s.conns})
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func (db *DB) Admit(ctx context.Context) (int64, error) {
 	var total int64
 	for total < admitMost {
 		var n int64
-		err := retry(ctx, func() error {
+		err := Retry(ctx, func() error {
 			return db.pool.QueryRow(ctx, admitSQL, AdmitBatch).Scan(&n)
 		})
 		if err != nil {

@@ -1,11 +1,11 @@
-// Package queue is pepsi's data access layer: every SQL statement the
-// commands and the dispatcher run lives here (the schema lives in sql/;
-// pepsi bench keeps its own tables and fixtures in pkg/bench).
+// Package queue is the dispatcher's store, pepsi's data access layer for
+// the dispatcher and for producers: every SQL statement they run lives
+// here (the schema lives in sql/; the operator's reads and repairs are
+// pkg/admin's; pepsi bench keeps its own tables and fixtures in pkg/bench).
 package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -42,9 +42,6 @@ func ParseStatus(s string) (Status, error) {
 	return "", fmt.Errorf("unknown status %q (want pending, running, paused, done or failed)", s)
 }
 
-// ErrNotFound is returned when a message id does not exist.
-var ErrNotFound = errors.New("no such message")
-
 // DB is a pool of connections to a pepsi database.
 type DB struct {
 	pool   *pgxpool.Pool
@@ -76,6 +73,16 @@ type Options struct {
 
 // Open connects a pool to dsn and checks that the server answers.
 func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
+	pool, err := OpenPool(ctx, dsn, o)
+	if err != nil {
+		return nil, err
+	}
+	return New(pool, o.Writer), nil
+}
+
+// OpenPool connects a pool to dsn as Open does and checks that the server
+// answers: the pool under a DB, and under pkg/admin's.
+func OpenPool(ctx context.Context, dsn string, o Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bad DSN: %w", err)
@@ -102,11 +109,16 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect: %w", describe(err))
 	}
-	w := o.Writer
-	if w == "" {
-		w = AllStages
+	return pool, nil
+}
+
+// New returns a DB on pool (see OpenPool), which its Close closes; writer
+// is Options.Writer.
+func New(pool *pgxpool.Pool, writer string) *DB {
+	if writer == "" {
+		writer = AllStages
 	}
-	return &DB{pool: pool, writer: w}, nil
+	return &DB{pool: pool, writer: writer}
 }
 
 // cancelOnServer makes a cancelled context cancel the statement on the
@@ -127,8 +139,9 @@ func (db *DB) Reset() { db.pool.Reset() }
 // Ping checks that the server answers.
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
-// retry runs fn, re-running it a few times while it fails transiently.
-func retry(ctx context.Context, fn func() error) error {
+// Retry runs fn, re-running it a few times while it fails transiently
+// (IsTransient).
+func Retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = fn(); err == nil || !IsTransient(err) || ctx.Err() != nil {
@@ -140,7 +153,7 @@ func retry(ctx context.Context, fn func() error) error {
 
 // inTx runs fn in a READ COMMITTED transaction, retried when transient.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return retry(ctx, func() error {
+	return Retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, db.pool, fn)
 	})
 }

@@ -414,7 +414,7 @@ WITH cur AS (
                                  ELSE x.reason END,
            flow_key = CASE WHEN NOT (x.advanced OR x.verdict = 'advance') THEN s.flow_key
                            WHEN (SELECT EXISTS (SELECT FROM pepsi.flow_keys)) -- once a statement
-                           THEN ` + flowKeyAt + `CASE WHEN x.advanced THEN s.stage ELSE x.target END)
+                           THEN ` + FlowKeyAt + `CASE WHEN x.advanced THEN s.stage ELSE x.target END)
                            END,
            updated_at = now(), handed = NULL
       FROM cur x
@@ -438,7 +438,7 @@ func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled
 	}
 	args := settleArgs(vs)
 	start := len(dst)
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		rows, err := db.pool.Query(ctx, settleSQL, args...)
 		dst, err = scanSettled(rows, err, dst[:start])
 		return err
@@ -495,31 +495,33 @@ func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
 // resumable (their pass will never be settled).
 func (db *DB) ResetRunning(ctx context.Context, stages ...string) (int64, error) {
 	var n int64
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		tag, err := db.execFenced(ctx, `WITH unhand AS (
 			UPDATE pepsi.state SET handed = NULL
 			 WHERE status = 'paused' AND handed IS NOT NULL AND ($1::text[] IS NULL OR handed = ANY($1)))
 			UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
 			flow_key = `+flowKeyHere+`
-			WHERE status = 'running' AND ($1::text[] IS NULL OR `+handedAt+` = ANY($1))`, stages)
+			WHERE status = 'running' AND ($1::text[] IS NULL OR `+HandedAt+` = ANY($1))`, stages)
 		n = tag.RowsAffected()
 		return err
 	})
 	return n, err
 }
 
-// flowKeyAt, followed by a stage (an SQL expression) and ")", is the key
+// FlowKeyAt, followed by a stage (an SQL expression) and ")", is the key
 // the message of pepsi.state s has at that stage (see sql/008_flow_key.sql):
-// every statement that makes a row pending at a new stage sets it so.
-const flowKeyAt = `(SELECT pepsi.flow_key(m.headers ->> k.header) FROM pepsi.flow_keys k, pepsi.message m
+// every statement that makes a row pending at a new stage sets it so
+// (pkg/admin's redrive too).
+const FlowKeyAt = `(SELECT pepsi.flow_key(m.headers ->> k.header) FROM pepsi.flow_keys k, pepsi.message m
                   WHERE m.id = s.id AND k.stage = `
 
 // flowKeyHere is the key of row s at its own stage: the resets set it,
 // since a stage program may have moved the row on before it was orphaned.
-const flowKeyHere = flowKeyAt + `s.stage)`
+const flowKeyHere = FlowKeyAt + `s.stage)`
 
-// handedAt is the stage a running row was handed out at: its owner's.
-const handedAt = "coalesce(handed, stage)"
+// HandedAt is the stage a running row of pepsi.state was handed out at
+// (an SQL expression): its owner's.
+const HandedAt = "coalesce(handed, stage)"
 
 // resumeSQL flips due paused rows at the stages $1 (NULL: every stage) to
 // pending and returns how many, and when the next paused row there falls
@@ -537,7 +539,7 @@ SELECT (SELECT count(*) FROM due),
 // NextPaused returns when the earliest paused row falls due (zero: none).
 func (db *DB) NextPaused(ctx context.Context) (time.Time, error) {
 	var next *time.Time
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		return db.pool.QueryRow(ctx, "SELECT min(timeout) FROM pepsi.state WHERE status = 'paused'").Scan(&next)
 	})
 	if err != nil || next == nil {

@@ -64,7 +64,7 @@ func TestEnqueueInApplicationTx(t *testing.T) {
 	if r.Stage != "b" || r.Status != queue.Pending {
 		t.Fatalf("state %+v", r)
 	}
-	p, err := db.Payload(ctx, id2)
+	p, err := payload(ctx, db, id2)
 	if err != nil || !bytes.Equal(p, []byte{0, 1, 2}) {
 		t.Fatalf("payload %x, %v", p, err)
 	}
@@ -84,7 +84,7 @@ func TestEnqueueInApplicationTx(t *testing.T) {
 	if _, err := db.Admit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := db.Payload(ctx, id3); err != nil || p == nil || len(p) != 0 {
+	if p, err := payload(ctx, db, id3); err != nil || p == nil || len(p) != 0 {
 		t.Fatalf("nil payload stored as %v, %v; want empty", p, err)
 	}
 	// An empty stage is refused.
@@ -122,7 +122,7 @@ func TestEnqueueBulk(t *testing.T) {
 		t.Fatalf("Progress calls %v, want the last to be %d", progress, len(payloads))
 	}
 	for i, id := range ids {
-		p, err := db.Payload(ctx, id)
+		p, err := payload(ctx, db, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,7 @@ func (l *Listener) HoldsLock(ctx context.Context) (bool, error) {
 	var ok bool
 	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
-		  AND ((classid::bigint << 32) | objid::bigint) = $1)`, int64(dispatcherLock)).Scan(&ok)
+		  AND ((classid::bigint << 32) | objid::bigint) = $1)`, int64(DispatcherLock)).Scan(&ok)
 	return ok, err
 }
 
@@ -55,7 +55,7 @@ func (l *Listener) HoldsLock(ctx context.Context) (bool, error) {
 func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
 	var n int64
 	var next *time.Time
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		return db.pool.QueryRow(ctx, resumeSQL, []string(nil)).Scan(&n, &next)
 	})
 	if err != nil || next == nil {
@@ -63,12 +63,6 @@ func (db *DB) ResumePaused(ctx context.Context) (int64, time.Time, error) {
 	}
 	return n, *next, nil
 }
-
-// TakeSharedSQL takes the single-dispatcher lock shared for a transaction.
-const TakeSharedSQL = takeSharedSQL
-
-// DispatcherLock is the single-dispatcher lock key.
-const DispatcherLock = int64(dispatcherLock)
 
 // ShowForTest returns a setting of a session of the pool.
 func (db *DB) ShowForTest(ctx context.Context, name string) (string, error) {

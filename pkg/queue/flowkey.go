@@ -108,7 +108,7 @@ func (db *DB) setFlowKeys(ctx context.Context, changed []string, want map[string
 // flowKeys reads pepsi.flow_keys' rows for stages.
 func (db *DB) flowKeys(ctx context.Context, stages []string) (map[string]FlowKey, error) {
 	have := map[string]FlowKey{}
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		clear(have)
 		rows, err := db.pool.Query(ctx, "SELECT stage, header, key_limit FROM pepsi.flow_keys WHERE stage = ANY($1)", stages)
 		if err != nil {
@@ -127,7 +127,7 @@ func (db *DB) flowKeys(ctx context.Context, stages []string) (map[string]FlowKey
 // FlowKeys returns every keyed stage pepsi.flow_keys names, by stage.
 func (db *DB) FlowKeys(ctx context.Context) ([]FlowKey, error) {
 	var out []FlowKey
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		rows, err := db.pool.Query(ctx, "SELECT stage, header, key_limit FROM pepsi.flow_keys ORDER BY stage")
 		if err != nil {
 			return err

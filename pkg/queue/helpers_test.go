@@ -103,6 +103,13 @@ func count(t testing.TB, db *pgtest.DB, sql string, args ...any) int64 {
 	return n
 }
 
+// payload reads a message's payload straight from pepsi.message.
+func payload(ctx context.Context, db *pgtest.DB, id int64) ([]byte, error) {
+	var p []byte
+	err := db.Pool.QueryRow(ctx, "SELECT payload FROM pepsi.message WHERE id = $1", id).Scan(&p)
+	return p, err
+}
+
 // serverNow is the server's clock_timestamp().
 func serverNow(t testing.TB, db *pgtest.DB) time.Time {
 	t.Helper()

@@ -44,6 +44,27 @@ func Dial(ctx context.Context, dsn, channel string) (*Listener, error) {
 	return &Listener{conn: conn, channel: channel}, nil
 }
 
+// OpenConn opens a connection of its own to dsn, named "what pid N on
+// HOST" unless the DSN names it, that prepares no statement (as Dial's:
+// behind a pooler in transaction mode a prepared statement would fail
+// before a check could say why).
+func OpenConn(ctx context.Context, dsn, what string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	if _, set := cfg.RuntimeParams["application_name"]; !set {
+		host, _ := os.Hostname()
+		cfg.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", what, os.Getpid(), host)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", describe(err))
+	}
+	return conn, nil
+}
+
 // PID is the server process id of the session.
 func (l *Listener) PID() uint32 { return l.conn.PgConn().PID() }
 
@@ -69,7 +90,7 @@ func (l *Listener) Close(ctx context.Context) error {
 func (l *Listener) TryLock(ctx context.Context) (holder int32, err error) {
 	for try := 1; ; try++ {
 		var ok bool
-		if err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(dispatcherLock)).Scan(&ok); err != nil {
+		if err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(DispatcherLock)).Scan(&ok); err != nil {
 			return 0, err
 		}
 		if ok {
@@ -77,7 +98,7 @@ func (l *Listener) TryLock(ctx context.Context) (holder int32, err error) {
 		}
 		err = l.conn.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks
 			WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			  AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(dispatcherLock)).Scan(&holder)
+			  AND ((classid::bigint << 32) | objid::bigint) = $1`, int64(DispatcherLock)).Scan(&holder)
 		if err != nil {
 			return 0, err
 		}
@@ -122,9 +143,15 @@ func (l *Listener) ConnectionLimit(ctx context.Context) (ConnLimit, error) {
 	return c, err
 }
 
+// ConnectionLimitOn is ConnectionLimit on conn, a connection of the
+// caller's.
+func ConnectionLimitOn(ctx context.Context, conn *pgx.Conn) (ConnLimit, error) {
+	return (&Listener{conn: conn}).ConnectionLimit(ctx)
+}
+
 // WaitLock blocks until the single-dispatcher lock is free and takes it.
 func (l *Listener) WaitLock(ctx context.Context) error {
-	_, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(dispatcherLock))
+	_, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(DispatcherLock))
 	return err
 }
 

@@ -16,13 +16,13 @@ import (
 // The locks are session advisory locks held by the dispatcher's listener
 // session:
 //
-//   - one per stage, the two-int form (stageLockClass, hashtext(stage)),
+//   - one per stage, the two-int form (StageLockClass, hashtext(stage)),
 //     taken exclusive by the stage's owner. hashtext is computed by the
 //     server, so every command (the retry guard, queue summary) finds a
 //     stage's lock from its name alone. Two stage names that hash alike
 //     share a lock: that can only refuse a dispatcher, never let two own
 //     one stage (CheckStageKeys refuses such a configuration);
-//   - the database-wide lock of the single-dispatcher days (dispatcherLock,
+//   - the database-wide lock of the single-dispatcher days (DispatcherLock,
 //     the bigint form: its objsubid differs, so it cannot meet a stage
 //     lock), taken exclusive by a dispatcher that owns every stage (no
 //     STAGES, no --stages) and shared by one with a stage set: a
@@ -112,9 +112,9 @@ func (l *Listener) TakeStages(ctx context.Context, stages []string, all bool, to
 // shared, which is how DispatcherSessions sees it wait. TakeStages then
 // takes the whole set; Release gives this hold back.
 func (l *Listener) WaitFor(ctx context.Context, stage string, all bool) error {
-	key, args := "($1)", []any{int64(standbyLock)}
+	key, args := "($1)", []any{int64(StandbyLock)}
 	if stage != "" {
-		key, args = "($1, hashtext($2))", []any{int32(standbyLockClass), stage}
+		key, args = "($1, hashtext($2))", []any{int32(StandbyLockClass), stage}
 	}
 	if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock_shared"+key, args...); err != nil {
 		return err
@@ -156,9 +156,9 @@ func (l *Listener) lockSQL(fn, stage string, all bool) string {
 
 func (l *Listener) lockArgs(stage string) []any {
 	if stage != "" {
-		return []any{int32(stageLockClass), stage}
+		return []any{int32(StageLockClass), stage}
 	}
-	return []any{int64(dispatcherLock)}
+	return []any{int64(DispatcherLock)}
 }
 
 // fenceOff takes token and waits for the old owners' fenced transactions.
@@ -254,7 +254,7 @@ func (l *Listener) takeStages(ctx context.Context, stages []string, all bool) (*
 	// the database-wide lock.
 	var owned *string
 	err := l.conn.QueryRow(ctx, `SELECT s FROM unnest($1::text[]) WITH ORDINALITY AS u(s, n)
-		WHERE NOT pg_try_advisory_lock($2, hashtext(s)) ORDER BY n LIMIT 1`, stages, int32(stageLockClass)).Scan(&owned)
+		WHERE NOT pg_try_advisory_lock($2, hashtext(s)) ORDER BY n LIMIT 1`, stages, int32(StageLockClass)).Scan(&owned)
 	if err != nil && !isNoRows(err) {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (l *Listener) takeStages(ctx context.Context, stages []string, all bool) (*
 		fn = "pg_try_advisory_lock"
 	}
 	var ok bool
-	if err := l.conn.QueryRow(ctx, "SELECT "+fn+"($1)", int64(dispatcherLock)).Scan(&ok); err != nil {
+	if err := l.conn.QueryRow(ctx, "SELECT "+fn+"($1)", int64(DispatcherLock)).Scan(&ok); err != nil {
 		return nil, err
 	}
 	if ok {
@@ -278,8 +278,60 @@ func (l *Listener) takeStages(ctx context.Context, stages []string, all bool) (*
 	return &OwnedError{Shared: shared, Holder: h}, err
 }
 
+// LockHolder is the session that holds the single-dispatcher lock: what the
+// database knows of the running dispatcher.
+type LockHolder struct {
+	PID  int32  // server pid of the session holding the single-dispatcher lock
+	Name string // its application_name ("pepsi dispatch pid N on HOST"), "" when unknown
+	// Set: a dispatcher of a stage set (it holds the database-wide lock
+	// shared); others may own other stages (see pkg/admin's Owners).
+	Set bool
+}
+
+// String describes the dispatcher for a message.
+func (d *LockHolder) String() string {
+	if d.Name != "" {
+		return fmt.Sprintf("%s, server pid %d", d.Name, d.PID)
+	}
+	return fmt.Sprintf("server pid %d", d.PID)
+}
+
+// holderSQL finds a session holding the database-wide lock: exclusive (a
+// dispatcher that owns every stage, Listener.TakeStages) or, held by a
+// dispatcher's session, shared (one with a stage set; the shared
+// transaction locks that pkg/admin's repairs take are not it). A standby
+// that waits for the lock is not granted it and does not count.
+const holderSQL = `
+SELECT l.pid, coalesce(a.application_name, ''), l.mode
+  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1
+   AND (l.mode = 'ExclusiveLock' OR a.application_name LIKE 'pepsi dispatch pid %')
+ ORDER BY l.mode = 'ExclusiveLock' DESC, l.pid
+ LIMIT 1`
+
+// LockHolder returns the session of a running dispatcher (the one that
+// owns every stage, or one of those with a stage set), or nil when none
+// runs. A dispatcher that is reconnecting after losing its session holds
+// no lock until it has reconnected. It runs the statement
+// Listener.TakeStages names a refusal's holder with.
+func (db *DB) LockHolder(ctx context.Context) (*LockHolder, error) {
+	var d LockHolder
+	var mode string
+	err := db.pool.QueryRow(ctx, holderSQL, int64(DispatcherLock)).Scan(&d.PID, &d.Name, &mode)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.Set = mode != "ExclusiveLock"
+	return &d, nil
+}
+
 // stageHolderSQL finds the session that owns a stage: the exclusive
-// session lock (stageLockClass, hashtext(stage)).
+// session lock (StageLockClass, hashtext(stage)).
 const stageHolderSQL = `
 SELECT l.pid, coalesce(a.application_name, '')
   FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
@@ -290,7 +342,7 @@ SELECT l.pid, coalesce(a.application_name, '')
 
 func (l *Listener) stageHolder(ctx context.Context, stage string) (*LockHolder, error) {
 	var h LockHolder
-	err := l.conn.QueryRow(ctx, stageHolderSQL, int64(stageLockClass), stage, objid32).Scan(&h.PID, &h.Name)
+	err := l.conn.QueryRow(ctx, stageHolderSQL, int64(StageLockClass), stage, ObjIDMask).Scan(&h.PID, &h.Name)
 	if isNoRows(err) {
 		return nil, nil
 	}
@@ -305,7 +357,7 @@ func (l *Listener) stageHolder(ctx context.Context, stage string) (*LockHolder, 
 func (l *Listener) globalHolder(ctx context.Context) (*LockHolder, bool, error) {
 	var h LockHolder
 	var mode string
-	err := l.conn.QueryRow(ctx, holderSQL, int64(dispatcherLock)).Scan(&h.PID, &h.Name, &mode)
+	err := l.conn.QueryRow(ctx, holderSQL, int64(DispatcherLock)).Scan(&h.PID, &h.Name, &mode)
 	if isNoRows(err) {
 		return nil, false, nil
 	}
@@ -335,49 +387,6 @@ func (l *Listener) StageKeyClash(ctx context.Context, stages []string) (string, 
 	return *a, *b, err
 }
 
-// Owner is the dispatcher that owns a stage, as pg_locks shows it.
-type Owner struct {
-	Stage  string
-	Holder LockHolder
-}
-
-// ownersSQL finds each stage's owner: the holder of the stage's exclusive
-// lock, or of the database-wide lock exclusive (a dispatcher without a
-// stage set: it owns the stages of its configuration, and none other can
-// run).
-const ownersSQL = `
-WITH locks AS (
-    SELECT l.pid, l.classid::bigint AS classid, l.objid::bigint AS objid, l.objsubid, coalesce(a.application_name, '') AS app
-      FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-     WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock'
-       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-)
-SELECT s, coalesce(st.pid, g.pid), coalesce(st.app, g.app)
-  FROM unnest($1::text[]) s
-  LEFT JOIN LATERAL (SELECT pid, app FROM locks
-                      WHERE objsubid = 2 AND classid = $2 AND objid = hashtext(s)::bigint & $3 LIMIT 1) st ON true
-  LEFT JOIN LATERAL (SELECT pid, app FROM locks
-                      WHERE objsubid = 1 AND ((classid << 32) | objid) = $4 LIMIT 1) g ON true
- WHERE coalesce(st.pid, g.pid) IS NOT NULL`
-
-// Owners returns the owner of each of stages that has one.
-func (db *DB) Owners(ctx context.Context, stages []string) (map[string]LockHolder, error) {
-	rows, err := db.pool.Query(ctx, ownersSQL, stages, int64(stageLockClass), objid32, int64(dispatcherLock))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[string]LockHolder)
-	for rows.Next() {
-		var o Owner
-		if err := rows.Scan(&o.Stage, &o.Holder.PID, &o.Holder.Name); err != nil {
-			return nil, err
-		}
-		out[o.Stage] = o.Holder
-	}
-	return out, rows.Err()
-}
-
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // standbyWaitsSQL finds another session holding a standby lock (WaitFor)
@@ -396,6 +405,6 @@ SELECT EXISTS (SELECT FROM pg_locks l
 // polls, so it would not otherwise be first.
 func (l *Listener) StandbyWaits(ctx context.Context, stages []string, all bool) (bool, error) {
 	var ok bool
-	err := l.conn.QueryRow(ctx, standbyWaitsSQL, int64(standbyLock), int64(standbyLockClass), stages, objid32, all).Scan(&ok)
+	err := l.conn.QueryRow(ctx, standbyWaitsSQL, int64(StandbyLock), int64(StandbyLockClass), stages, ObjIDMask, all).Scan(&ok)
 	return ok, err
 }

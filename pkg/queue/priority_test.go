@@ -151,61 +151,6 @@ func TestEnqueueKeyRace(t *testing.T) {
 	}
 }
 
-// TestRedrivePriorityKey: retry gives a new priority when asked and keeps
-// it otherwise; a finished message whose key another unfinished message
-// holds comes back without its key, so one unfinished message per key
-// holds.
-func TestRedrivePriorityKey(t *testing.T) {
-	t.Parallel()
-	db, _, ctx := newDB(t)
-	a, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k", Priority: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec(t, db, "UPDATE pepsi.state SET status = 'failed' WHERE id = $1", a)
-	b, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
-	if err != nil || b == a {
-		t.Fatalf("key k after failure: %d (first %d), %v", b, a, err)
-	}
-	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", b)
-	c, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// a and b back to pending while c holds k: both lose the key.
-	if _, err := db.Redrive(ctx, queue.RedriveParams{IDs: []int64{a, b}}); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id IN ($1, $2) AND dedup_key IS NULL AND status = 'pending'", a, b); n != 2 {
-		t.Errorf("%d of the redriven messages pending without their key, want 2", n)
-	}
-	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND priority = 4", a); n != 1 {
-		t.Error("redrive without a priority changed it")
-	}
-	// Two finished with one key, redriven together: the lower id keeps it.
-	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", c)
-	d, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec(t, db, "UPDATE pepsi.state SET status = 'failed' WHERE id = $1", d)
-	p := int32(-7)
-	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Failed, Priority: &p})
-	if err != nil || res.Changed != 1 {
-		t.Fatalf("Redrive failed: %+v, %v", res, err)
-	}
-	res, err = db.Redrive(ctx, queue.RedriveParams{IDs: []int64{c}})
-	if err != nil || res.Changed != 1 {
-		t.Fatalf("Redrive done: %+v, %v", res, err)
-	}
-	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND dedup_key = 'k' AND priority = -7", d); n != 1 {
-		t.Error("the failed message redriven with --priority -7 lost its key or did not get the priority")
-	}
-	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND dedup_key IS NULL", c); n != 1 {
-		t.Error("a redriven message kept a key an unfinished message holds")
-	}
-}
-
 // TestMigratePriorityKey: 007 upgrades a populated version-6 database in
 // place: every message kept, at priority 0 and without a key, still
 // claimed in id order. PEPSI_TEST_MIGRATE_ROWS sets how many messages

@@ -22,7 +22,7 @@ func TestRetryTransient(t *testing.T) {
 		{pgerrcode.UniqueViolation, 1, false},
 	} {
 		calls := 0
-		err := retry(context.Background(), func() error {
+		err := Retry(context.Background(), func() error {
 			calls++
 			if calls < 3 {
 				return &pgconn.PgError{Code: tc.code}
@@ -34,7 +34,7 @@ func TestRetryTransient(t *testing.T) {
 		}
 	}
 	calls := 0
-	err := retry(context.Background(), func() error { calls++; return &pgconn.PgError{Code: pgerrcode.SerializationFailure} })
+	err := Retry(context.Background(), func() error { calls++; return &pgconn.PgError{Code: pgerrcode.SerializationFailure} })
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || calls != 5 {
 		t.Errorf("always failing: %d calls, err %v; want 5 calls and the error", calls, err)

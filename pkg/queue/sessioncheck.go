@@ -138,6 +138,12 @@ func (l *Listener) CheckSession(ctx context.Context) error {
 	}
 }
 
+// CheckSessionOn runs CheckSession on conn, a connection of the caller's
+// that prepares no statement (OpenConn's), as if it were the listener's.
+func CheckSessionOn(ctx context.Context, conn *pgx.Conn) error {
+	return (&Listener{conn: conn}).CheckSession(ctx)
+}
+
 // probeConn opens a check's own short-lived connection with cfg, named
 // "pepsi dispatch CHECK pid N on HOST" in pg_stat_activity; done closes
 // it without waiting long for the server.

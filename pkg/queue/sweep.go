@@ -17,7 +17,7 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 		held = []int64{}
 	}
 	var n int64
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		tag, err := db.execFenced(ctx, `WITH unhand AS (
 			UPDATE pepsi.state SET handed = NULL
 			 WHERE status = 'paused' AND handed IS NOT NULL AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
@@ -25,7 +25,7 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 			UPDATE pepsi.state s SET status = 'pending', updated_at = now(), handed = NULL,
 			flow_key = `+flowKeyHere+`
 			WHERE status = 'running' AND updated_at <= now() - $2::interval AND NOT (id = ANY($1))
-			  AND ($3::text[] IS NULL OR `+handedAt+` = ANY($3))`, held, olderThan, stages)
+			  AND ($3::text[] IS NULL OR `+HandedAt+` = ANY($3))`, held, olderThan, stages)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -41,7 +41,7 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 // next step goes on, how many messages it deleted, and whether a next step
 // has work (see pepsi.expire_done in sql/009_done_partitions.sql).
 func (db *DB) ExpireDone(ctx context.Context, at ExpireAt, olderThan time.Duration, batch int) (next ExpireAt, deleted int64, more bool, err error) {
-	err = retry(ctx, func() error {
+	err = Retry(ctx, func() error {
 		return db.queryRowFenced(ctx, "SELECT part, last, deleted, more FROM pepsi.expire_done($1::interval, $2, $3, $4)",
 			[]any{olderThan, at.Part, at.ID, batch}, &next.Part, &next.ID, &deleted, &more)
 	})
@@ -61,7 +61,7 @@ type ExpireAt struct {
 // is left to the next call.
 func (db *DB) DoneAhead(ctx context.Context, width time.Duration, ahead int) (int, error) {
 	var n int
-	err := retry(ctx, func() error {
+	err := Retry(ctx, func() error {
 		return db.queryRowFenced(ctx, "SELECT pepsi.done_ahead($1::interval, $2)", []any{width, ahead}, &n)
 	})
 	return n, err
@@ -78,7 +78,7 @@ func (db *DB) MessageAhead(ctx context.Context, width int64, ahead int) (created
 	if width > 0 {
 		w = &width
 	}
-	err = retry(ctx, func() error {
+	err = Retry(ctx, func() error {
 		return db.queryRowFenced(ctx, "SELECT created, seq FROM pepsi.message_ahead($1, $2)", []any{w, ahead}, &created, &seq)
 	})
 	return created, seq, err
@@ -89,7 +89,7 @@ func (db *DB) MessageAhead(ctx context.Context, width int64, ahead int) (created
 // oldest first), moving those few messages to the default partition, and
 // returns how many ranges it dropped and messages it moved.
 func (db *DB) RetireMessages(ctx context.Context, left, most int) (dropped int, moved int64, err error) {
-	err = retry(ctx, func() error {
+	err = Retry(ctx, func() error {
 		return db.queryRowFenced(ctx, "SELECT dropped, moved FROM pepsi.message_retire($1, $2)", []any{left, most}, &dropped, &moved)
 	})
 	return dropped, moved, err

@@ -83,7 +83,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 	if set == "" {
 		set = AllStages
 	}
-	return retry(ctx, func() error {
+	return Retry(ctx, func() error {
 		_, err := db.execFenced(ctx, armSQL, on, set)
 		return err
 	})
@@ -106,7 +106,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	if set == "" {
 		set = AllStages
 	}
-	return retry(ctx, func() error {
+	return Retry(ctx, func() error {
 		res.Resumed, res.Admitted, res.NextPaused, res.Xmin, res.Xmax = 0, 0, time.Time{}, 0, 0
 		res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
 		b := &pgx.Batch{}

@@ -1,4 +1,4 @@
-package queue
+package admin
 
 // What `pepsi doctor` reads of the server: each function here is one
 // check's data, read without changing anything (the round trip of
@@ -14,17 +14,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// SchemaStatus is MigrateStatus on one of db's connections: every known
-// migration with when it was applied, and the highest version recorded.
-func (db *DB) SchemaStatus(ctx context.Context) ([]MigrationStatus, int, error) {
+// SchemaStatus is queue.MigrateStatus on one of db's connections: every
+// known migration with when it was applied, and the highest version
+// recorded.
+func (db *DB) SchemaStatus(ctx context.Context) ([]queue.MigrationStatus, int, error) {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer c.Release()
-	return MigrateStatus(ctx, c.Conn())
+	return queue.MigrateStatus(ctx, c.Conn())
 }
 
 // HeldSession is a session of this database that keeps VACUUM from
@@ -170,7 +173,7 @@ func (db *DB) VacuumSettings(ctx context.Context) (VacuumSettings, error) {
 	return s, err
 }
 
-// TableHealth reads table's (one of Vacuumed) row counts, size, last
+// TableHealth reads table's (one of queue.Vacuumed) row counts, size, last
 // vacuum and whether autovacuum is off for it.
 func (db *DB) TableHealth(ctx context.Context, table string) (TableHealth, error) {
 	h := TableHealth{Table: table}
@@ -216,7 +219,7 @@ var ErrNoNotification = errors.New("the notification did not come back")
 // wake once, as for any enqueue; they read no payload.
 func (db *DB) NotifyRoundTrip(ctx context.Context, dsn, channel string, wait time.Duration) (RoundTrip, error) {
 	var rt RoundTrip
-	conn, err := connectDoctor(ctx, dsn, "pepsi doctor listen")
+	conn, err := queue.OpenConn(ctx, dsn, "pepsi doctor listen")
 	if err != nil {
 		return rt, err
 	}
@@ -255,19 +258,19 @@ type Pooler struct {
 	BackendPID int32 `json:"backend_pid"` // pg_backend_pid() as the server says
 	KeyPID     int32 `json:"key_pid"`     // the pid of the connection's cancel key
 	// NoSession is the dispatcher's session check's refusal (an error
-	// wrapping ErrNoSession): a pooler in transaction or statement mode,
+	// wrapping queue.ErrNoSession): a pooler in transaction or statement mode,
 	// through which a dispatcher's LISTEN and locks are lost; nil when the
 	// check passed.
 	NoSession error `json:"-"`
 }
 
 // CheckPooler connects to dsn as the dispatcher does and runs the
-// dispatcher's own session check (Listener.CheckSession) on that
+// dispatcher's own session check (queue.Listener.CheckSession) on that
 // connection, and says whether a pooler stands in front of the server.
 // An error is one that kept it from checking (a failed connection).
 func CheckPooler(ctx context.Context, dsn string) (Pooler, error) {
 	var p Pooler
-	conn, err := connectDoctor(ctx, dsn, "pepsi doctor session check")
+	conn, err := queue.OpenConn(ctx, dsn, "pepsi doctor session check")
 	if err != nil {
 		return p, err
 	}
@@ -277,35 +280,13 @@ func CheckPooler(ctx context.Context, dsn string) (Pooler, error) {
 		return p, err
 	}
 	p.Pooled = p.KeyPID != p.BackendPID
-	l := &Listener{conn: conn}
-	if err := l.CheckSession(ctx); err != nil {
-		if !errors.Is(err, ErrNoSession) {
+	if err := queue.CheckSessionOn(ctx, conn); err != nil {
+		if !errors.Is(err, queue.ErrNoSession) {
 			return p, err
 		}
 		p.NoSession = err
 	}
 	return p, nil
-}
-
-// connectDoctor opens a connection of its own to dsn, named "what pid N on
-// HOST" unless the DSN names it, preparing no statement (behind a pooler
-// in transaction mode a prepared statement would fail before the check
-// could say why).
-func connectDoctor(ctx context.Context, dsn, what string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bad DSN: %w", err)
-	}
-	if _, set := cfg.RuntimeParams["application_name"]; !set {
-		host, _ := os.Hostname()
-		cfg.RuntimeParams["application_name"] = fmt.Sprintf("%s pid %d on %s", what, os.Getpid(), host)
-	}
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", describe(err))
-	}
-	return conn, nil
 }
 
 // closeQuietly closes conn without waiting long for the server.
@@ -317,7 +298,7 @@ func closeQuietly(conn *pgx.Conn) {
 
 // WakeRow is one dispatcher set's wake flag (a row of pepsi.wake).
 type WakeRow struct {
-	Set   string `json:"set"` // the set's name (SetName): its stages joined by commas, "*" for all
+	Set   string `json:"set"` // the set's name (queue.SetName): its stages joined by commas, "*" for all
 	Armed bool   `json:"armed"`
 }
 
@@ -352,12 +333,12 @@ func (db *DB) WakeState(ctx context.Context) (WakeState, error) {
 // ServerConnections is the server's connection limit and how many client
 // sessions it has open, in every database.
 type ServerConnections struct {
-	ConnLimit
+	queue.ConnLimit
 	Open int // client backends open now
 }
 
 // ServerConnections reads the connection settings (as
-// Listener.ConnectionLimit) and counts the open client sessions.
+// queue.Listener.ConnectionLimit) and counts the open client sessions.
 func (db *DB) ServerConnections(ctx context.Context) (ServerConnections, error) {
 	var s ServerConnections
 	c, err := db.pool.Acquire(ctx)
@@ -365,7 +346,7 @@ func (db *DB) ServerConnections(ctx context.Context) (ServerConnections, error) 
 		return s, err
 	}
 	defer c.Release()
-	if s.ConnLimit, err = (&Listener{conn: c.Conn()}).ConnectionLimit(ctx); err != nil {
+	if s.ConnLimit, err = queue.ConnectionLimitOn(ctx, c.Conn()); err != nil {
 		return s, err
 	}
 	err = c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").Scan(&s.Open)
@@ -386,21 +367,9 @@ func (db *DB) IngressBacklog(ctx context.Context) (Backlog, error) {
 	return b, err
 }
 
-// Lock kinds, as AdvisoryLocks names them.
-const (
-	LockDispatcher = "database-wide" // dispatcherLock: exclusive by a dispatcher of every stage, shared by one of a set
-	LockJanitor    = "janitor"       // janitorLock
-	LockMigration  = "migration"     // migrationLock: pepsi migrate
-	LockStage      = "stage"         // a stage's owner lock
-	LockFence      = "fence"         // a stage's fence lock (a takeover)
-	LockStandby    = "standby"       // a --standby waiting for a stage (or the database-wide lock)
-	LockToken      = "token"         // a dispatcher's token lock (NewToken)
-	LockOther      = "other"         // not pepsi's: an application's own
-)
-
 // AdvisoryLock is one advisory lock of this database, held or waited for.
 type AdvisoryLock struct {
-	Kind    string `json:"kind"`            // one of the Lock… kinds
+	Kind    string `json:"kind"`            // one of the queue.Lock… kinds (queue.LockKind)
 	Stage   string `json:"stage,omitempty"` // for a stage or fence lock: the stage, when it is one asked about
 	Key     string `json:"key"`             // the key: "N" (bigint form) or "N,M" (two-int form)
 	Mode    string `json:"mode"`            // ExclusiveLock or ShareLock
@@ -413,7 +382,7 @@ type AdvisoryLock struct {
 }
 
 // IsPepsi reports whether the lock is one of pepsi's.
-func (l AdvisoryLock) IsPepsi() bool { return l.Kind != LockOther }
+func (l AdvisoryLock) IsPepsi() bool { return l.Kind != queue.LockOther }
 
 // advisoryLocksSQL lists the advisory locks of this database with their
 // sessions; a two-int lock's stage is found among $1 by hashtext.
@@ -433,7 +402,7 @@ func (db *DB) AdvisoryLocks(ctx context.Context, stages []string) ([]AdvisoryLoc
 	if stages == nil {
 		stages = []string{}
 	}
-	rows, err := db.pool.Query(ctx, advisoryLocksSQL, stages, objid32)
+	rows, err := db.pool.Query(ctx, advisoryLocksSQL, stages, queue.ObjIDMask)
 	if err != nil {
 		return nil, err
 	}
@@ -445,43 +414,12 @@ func (db *DB) AdvisoryLocks(ctx context.Context, stages []string) ([]AdvisoryLoc
 	_, err = pgx.ForEachRow(rows, []any{&subid, &class, &obj, &l.Mode, &l.Granted, &l.PID, &l.Name, &l.Since, &stage}, func() error {
 		x := l
 		l.Since = nil
-		x.Kind, x.Key = lockKind(subid, class, obj)
-		if stage != nil && (x.Kind == LockStage || x.Kind == LockFence || x.Kind == LockStandby) {
+		x.Kind, x.Key = queue.LockKind(subid, class, obj)
+		if stage != nil && (x.Kind == queue.LockStage || x.Kind == queue.LockFence || x.Kind == queue.LockStandby) {
 			x.Stage = *stage
 		}
 		out = append(out, x)
 		return nil
 	})
 	return out, err
-}
-
-// lockKind names a pg_locks advisory lock by its key (see locks.go).
-func lockKind(subid int16, class, obj int64) (kind, key string) {
-	if subid == 2 {
-		key = fmt.Sprintf("%d,%d", int32(class), int32(obj))
-		switch class {
-		case stageLockClass:
-			return LockStage, key
-		case fenceLockClass:
-			return LockFence, key
-		case standbyLockClass:
-			return LockStandby, key
-		}
-		return LockOther, key
-	}
-	k := class<<32 | obj
-	key = fmt.Sprint(k)
-	switch {
-	case k == dispatcherLock:
-		return LockDispatcher, key
-	case k == janitorLock:
-		return LockJanitor, key
-	case k == migrationLock:
-		return LockMigration, key
-	case k == standbyLock:
-		return LockStandby, key
-	case k>>48 == 0x7065:
-		return LockToken, key
-	}
-	return LockOther, key
 }

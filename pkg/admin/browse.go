@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // The queries of pepsi httpd's dashboard: messages newest first, paged by
@@ -47,7 +49,7 @@ const MaxErrorList = 300
 // BrowseParams filters and pages Browse; zero values do not filter.
 type BrowseParams struct {
 	Stage     string
-	Status    Status
+	Status    queue.Status
 	OlderThan time.Duration // last updated at least this long ago
 	NewerThan time.Duration // last updated less than this long ago
 	Text      string        // in the error or the dispatch_error, any case
@@ -73,7 +75,7 @@ type BrowsePage struct {
 // the page of state rows is found before the join with pepsi.message, so
 // that the join does not walk message_pkey along the rows skipped.
 func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
-	if p.Status != "" && !slices.Contains(Statuses, p.Status) {
+	if p.Status != "" && !slices.Contains(queue.Statuses, p.Status) {
 		return BrowsePage{}, fmt.Errorf("unknown status %q", p.Status)
 	}
 	limit := p.Limit

@@ -1,12 +1,15 @@
-package queue
+package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // Queue repair for administrators: Redrive puts messages back to pending,
@@ -19,11 +22,11 @@ import (
 // stage's next dispatcher resets them at start) and may be repaired. "No
 // dispatcher owns the stage" is decided per row and transaction by taking
 // the stage's lock shared for the transaction
-// (pg_try_advisory_xact_lock_shared(stageLockClass, hashtext(stage))): it
-// fails while a dispatcher owns the stage, and while it is held no
-// dispatcher can take the stage (it would find the lock taken and refuse,
-// or in standby wait), so that a dispatcher cannot start and claim rows
-// between the check and the change. The database-wide lock is taken shared
+// (pg_try_advisory_xact_lock_shared(queue.StageLockClass,
+// hashtext(stage))): it fails while a dispatcher owns the stage, and while
+// it is held no dispatcher can take the stage (it would find the lock
+// taken and refuse, or in standby wait), so that a dispatcher cannot start
+// and claim rows between the check and the change. The database-wide lock is taken shared
 // for the transaction too: it fails while a dispatcher without a stage set
 // runs, which owns every stage. The locks are taken only by transactions
 // that may touch running rows. Rows of every other status are never held:
@@ -35,7 +38,7 @@ import (
 const DefaultBatch = 10000
 
 // redrivable lists the statuses Redrive moves back to pending.
-var redrivable = []Status{Failed, Paused, Done, Running}
+var redrivable = []queue.Status{queue.Failed, queue.Paused, queue.Done, queue.Running}
 
 // NotFoundError is a message id that does not exist; errors.Is(err,
 // ErrNotFound) holds for it.
@@ -60,7 +63,7 @@ type Repair struct {
 	Held    int64 // running rows left alone because a dispatcher holds them
 	Pending int64 // Redrive by id: rows already pending, left alone
 	// Holder is the dispatcher that holds the Held rows (nil when Held is 0).
-	Holder *LockHolder
+	Holder *queue.LockHolder
 }
 
 // RedriveParams says which messages Redrive puts back.
@@ -69,7 +72,7 @@ type RedriveParams struct {
 	// exist. When empty, every message with Status (and Stage, if set) is
 	// redriven, in batches.
 	IDs     []int64
-	Status  Status // failed, paused, done or running
+	Status  queue.Status // failed, paused, done or running
 	Stage   string
 	Reason  string // with Status: only messages in this failure group (see FoldReason)
 	ToStage string // when set, the messages are put back at this stage
@@ -83,7 +86,7 @@ type RedriveParams struct {
 
 // PurgeParams says which messages Purge deletes.
 type PurgeParams struct {
-	Status    Status
+	Status    queue.Status
 	Stage     string
 	OlderThan time.Duration // last updated at least this long ago
 	DryRun    bool          // count, delete nothing
@@ -94,7 +97,7 @@ type PurgeParams struct {
 
 // selection is the rows a batched repair walks.
 type selection struct {
-	statuses  []Status
+	statuses  []queue.Status
 	stage     string
 	reason    string // a failure group (reasonSQL), "" for any
 	olderThan time.Duration
@@ -109,7 +112,7 @@ const (
 
 	// freeStage holds for a running row whose stage no dispatcher owns,
 	// and keeps it so until the transaction ends.
-	freeStage = `pg_try_advisory_xact_lock_shared(1885696115, hashtext(coalesce(handed, stage)))` // stageLockClass, handedAt
+	freeStage = `pg_try_advisory_xact_lock_shared(1885696115, hashtext(coalesce(handed, stage)))` // queue.StageLockClass, queue.HandedAt
 
 	// batchSQL locks the next batch of matching rows in id order. Under READ
 	// COMMITTED a row changed meanwhile is re-checked once unlocked and
@@ -151,7 +154,7 @@ UPDATE pepsi.state s
    SET status = 'pending', stage = coalesce(nullif($2::text, ''), s.stage), timeout = NULL, handed = NULL,
        attempts = 0, dispatch_error = NULL, error = NULL, updated_at = now(),
        priority = coalesce($4::int, s.priority),
-       flow_key = ` + flowKeyAt + `coalesce(nullif($2::text, ''), s.stage)),
+       flow_key = ` + queue.FlowKeyAt + `coalesce(nullif($2::text, ''), s.stage)),
        dedup_key = CASE
            WHEN s.dedup_key IS NULL OR s.status IN ('pending', 'running', 'paused') THEN s.dedup_key
            WHEN EXISTS (SELECT FROM pepsi.state o
@@ -184,7 +187,7 @@ func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
 	if !slices.Contains(redrivable, p.Status) {
 		return Repair{}, fmt.Errorf("cannot redrive %s messages (want failed, paused, done or running)", p.Status)
 	}
-	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, reason: p.Reason, batch: p.Batch, progress: p.Progress}
+	sel := selection{statuses: []queue.Status{p.Status}, stage: p.Stage, reason: p.Reason, batch: p.Batch, progress: p.Progress}
 	if p.DryRun {
 		return db.count(ctx, sel)
 	}
@@ -210,11 +213,11 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 		if err != nil {
 			return err
 		}
-		found := make(map[int64]Status, len(ids))
+		found := make(map[int64]queue.Status, len(ids))
 		var id int64
 		var st string
 		_, err = pgx.ForEachRow(rows, []any{&id, &st}, func() error {
-			found[id] = Status(st)
+			found[id] = queue.Status(st)
 			return nil
 		})
 		if err != nil {
@@ -233,9 +236,9 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 		var running int64
 		for _, st := range found {
 			switch st {
-			case Pending:
+			case queue.Pending:
 				res.Pending++
-			case Running:
+			case queue.Running:
 				running++
 			}
 		}
@@ -246,7 +249,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 				return err
 			}
 			if !free {
-				allowed = []Status{Failed, Paused, Done}
+				allowed = []queue.Status{queue.Failed, queue.Paused, queue.Done}
 				res.Held = running
 			}
 		}
@@ -275,10 +278,10 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 // each in its own transaction; running messages only while no dispatcher
 // runs. With DryRun it counts what it would delete.
 func (db *DB) Purge(ctx context.Context, p PurgeParams) (Repair, error) {
-	if !slices.Contains(Statuses, p.Status) {
+	if !slices.Contains(queue.Statuses, p.Status) {
 		return Repair{}, fmt.Errorf("unknown status %q", p.Status)
 	}
-	sel := selection{statuses: []Status{p.Status}, stage: p.Stage, olderThan: p.OlderThan, batch: p.Batch, progress: p.Progress}
+	sel := selection{statuses: []queue.Status{p.Status}, stage: p.Stage, olderThan: p.OlderThan, batch: p.Batch, progress: p.Progress}
 	if p.DryRun {
 		return db.count(ctx, sel)
 	}
@@ -304,7 +307,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 		err := db.inTx(ctx, func(tx pgx.Tx) error {
 			ids = nil
 			sts := sel.statuses
-			if slices.Contains(sts, Running) && !held {
+			if slices.Contains(sts, queue.Running) && !held {
 				free, err := takeShared(ctx, tx)
 				if err != nil {
 					return err
@@ -312,7 +315,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 				held = !free
 			}
 			if held {
-				sts = slices.DeleteFunc(slices.Clone(sts), func(s Status) bool { return s == Running })
+				sts = slices.DeleteFunc(slices.Clone(sts), func(s queue.Status) bool { return s == queue.Running })
 			}
 			if len(sts) == 0 {
 				return nil
@@ -338,7 +341,7 @@ func (db *DB) batches(ctx context.Context, sel selection, apply func(pgx.Tx, []i
 			sel.progress(res.Changed)
 		}
 	}
-	if slices.Contains(sel.statuses, Running) {
+	if slices.Contains(sel.statuses, queue.Running) {
 		n, stage, err := db.held(ctx, sel, held)
 		if err != nil {
 			return res, err
@@ -376,7 +379,7 @@ func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 			return res, err
 		}
 	}
-	if d != nil && slices.Contains(sel.statuses, Running) {
+	if d != nil && slices.Contains(sel.statuses, queue.Running) {
 		// all: a dispatcher without a stage set runs (it holds the
 		// database-wide lock exclusive); else only the owned stages' rows.
 		var all bool
@@ -418,7 +421,7 @@ func (db *DB) holder(ctx context.Context, res *Repair, stage string) error {
 		return err
 	}
 	if d == nil { // it stopped meanwhile
-		d = &LockHolder{}
+		d = &queue.LockHolder{}
 	}
 	res.Holder = d
 	return nil
@@ -427,10 +430,10 @@ func (db *DB) holder(ctx context.Context, res *Repair, stage string) error {
 // RunningOwner returns the dispatcher that holds running message id, the
 // owner of the stage it was handed out at (as Redrive decides); nil when
 // the message is not running or no dispatcher owns that stage.
-func (db *DB) RunningOwner(ctx context.Context, id int64) (*LockHolder, error) {
+func (db *DB) RunningOwner(ctx context.Context, id int64) (*queue.LockHolder, error) {
 	var stage string
-	err := db.pool.QueryRow(ctx, "SELECT "+handedAt+" FROM pepsi.state WHERE id = $1 AND status = 'running'", id).Scan(&stage)
-	if isNoRows(err) {
+	err := db.pool.QueryRow(ctx, "SELECT "+queue.HandedAt+" FROM pepsi.state WHERE id = $1 AND status = 'running'", id).Scan(&stage)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
@@ -447,11 +450,11 @@ func (db *DB) RunningOwner(ctx context.Context, id int64) (*LockHolder, error) {
 // and reports whether it could: false means a dispatcher runs.
 func takeShared(ctx context.Context, tx pgx.Tx) (bool, error) {
 	var free bool
-	err := tx.QueryRow(ctx, takeSharedSQL, int64(dispatcherLock)).Scan(&free)
+	err := tx.QueryRow(ctx, takeSharedSQL, int64(queue.DispatcherLock)).Scan(&free)
 	return free, err
 }
 
-func statusText(sts []Status) []string {
+func statusText(sts []queue.Status) []string {
 	out := make([]string, len(sts))
 	for i, s := range sts {
 		out[i] = string(s)

@@ -1,4 +1,4 @@
-package queue_test
+package admin_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -49,13 +49,13 @@ func (f *fakeDispatcher) release(t *testing.T) {
 }
 
 // dirty gives rows the marks a redrive must clear.
-func dirty(t *testing.T, db *pgtest.DB, ids []int64) {
+func dirty(t *testing.T, db *testDB, ids []int64) {
 	t.Helper()
 	exec(t, db, `UPDATE pepsi.state SET attempts = 3, error = 'stage said no', dispatch_error = 'dispatcher said no',
 		timeout = now() + interval '1 day', updated_at = now() - interval '1 hour' WHERE id = ANY($1)`, ids)
 }
 
-func statuses(t *testing.T, db *pgtest.DB, ids []int64) []queue.Status {
+func statuses(t *testing.T, db *testDB, ids []int64) []queue.Status {
 	t.Helper()
 	out := make([]queue.Status, len(ids))
 	for i, id := range ids {
@@ -78,7 +78,7 @@ func TestRunningDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	var free bool
-	if err := tx.QueryRow(ctx, queue.TakeSharedSQL, queue.DispatcherLock).Scan(&free); err != nil || !free {
+	if err := tx.QueryRow(ctx, admin.TakeSharedSQL, queue.DispatcherLock).Scan(&free); err != nil || !free {
 		t.Fatalf("shared lock with no dispatcher: %v, %v", free, err)
 	}
 	if d, err := db.LockHolder(ctx); err != nil || d != nil {
@@ -106,7 +106,7 @@ func TestRunningDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if err := tx.QueryRow(ctx, queue.TakeSharedSQL, queue.DispatcherLock).Scan(&free); err != nil || free {
+	if err := tx.QueryRow(ctx, admin.TakeSharedSQL, queue.DispatcherLock).Scan(&free); err != nil || free {
 		t.Fatalf("shared lock with a dispatcher: %v, %v", free, err)
 	}
 }
@@ -125,12 +125,12 @@ func TestRedriveByStatus(t *testing.T) {
 	}
 
 	var progress []int64
-	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Failed, Stage: "a", Batch: 2,
+	res, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Failed, Stage: "a", Batch: 2,
 		Progress: func(n int64) { progress = append(progress, n) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (queue.Repair{Changed: 5}) {
+	if res != (admin.Repair{Changed: 5}) {
 		t.Fatalf("Redrive = %+v, want 5 changed", res)
 	}
 	if !slices.Equal(progress, []int64{2, 4, 5}) {
@@ -159,7 +159,7 @@ func TestRedriveByStatus(t *testing.T) {
 	}
 
 	// To another stage; nothing left to do is not an error.
-	res, err = db.Redrive(ctx, queue.RedriveParams{Status: queue.Failed, ToStage: "c"})
+	res, err = db.Redrive(ctx, admin.RedriveParams{Status: queue.Failed, ToStage: "c"})
 	if err != nil || res.Changed != 2 {
 		t.Fatalf("Redrive to c = %+v, %v", res, err)
 	}
@@ -168,10 +168,10 @@ func TestRedriveByStatus(t *testing.T) {
 			t.Fatalf("row %d = %+v, want pending at c", id, r)
 		}
 	}
-	if res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Failed}); err != nil || res.Changed != 0 {
+	if res, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Failed}); err != nil || res.Changed != 0 {
 		t.Fatalf("Redrive with no failed rows = %+v, %v", res, err)
 	}
-	if _, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Pending}); err == nil {
+	if _, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Pending}); err == nil {
 		t.Fatal("Redrive of pending rows: no error")
 	}
 }
@@ -182,7 +182,7 @@ func TestRedriveRunning(t *testing.T) {
 	run := seed(t, db, "a", queue.Running, 3)
 
 	l := holdLock(t, dsn)
-	res, err := db.Redrive(ctx, queue.RedriveParams{Status: queue.Running})
+	res, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Running})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +195,8 @@ func TestRedriveRunning(t *testing.T) {
 
 	// Without a dispatcher they are orphans, and may be redriven.
 	l.release(t)
-	res, err = db.Redrive(ctx, queue.RedriveParams{Status: queue.Running})
-	if err != nil || res != (queue.Repair{Changed: 3}) {
+	res, err = db.Redrive(ctx, admin.RedriveParams{Status: queue.Running})
+	if err != nil || res != (admin.Repair{Changed: 3}) {
 		t.Fatalf("Redrive of orphans = %+v, %v", res, err)
 	}
 }
@@ -213,9 +213,9 @@ func TestRedriveIDs(t *testing.T) {
 	before := getState(t, db, failed[1])
 
 	// A missing id: nothing changes.
-	_, err := db.Redrive(ctx, queue.RedriveParams{IDs: []int64{failed[0], 1 << 40, (1 << 40) + 1}})
-	var nf *queue.NotFoundError
-	if !errors.As(err, &nf) || nf.ID != 1<<40 || nf.More != 1 || !errors.Is(err, queue.ErrNotFound) {
+	_, err := db.Redrive(ctx, admin.RedriveParams{IDs: []int64{failed[0], 1 << 40, (1 << 40) + 1}})
+	var nf *admin.NotFoundError
+	if !errors.As(err, &nf) || nf.ID != 1<<40 || nf.More != 1 || !errors.Is(err, admin.ErrNotFound) {
 		t.Fatalf("Redrive with missing ids: %v", err)
 	}
 	if err.Error() != "no such message: 1099511627776 (and 1 more of the ids given)" {
@@ -228,7 +228,7 @@ func TestRedriveIDs(t *testing.T) {
 	// With a dispatcher: the running row is held, the pending one left alone.
 	l := lockAsDispatcher(t, dsn)
 	ids := []int64{failed[0], paused, done, pending, running, failed[0]}
-	res, err := db.Redrive(ctx, queue.RedriveParams{IDs: ids, ToStage: "z"})
+	res, err := db.Redrive(ctx, admin.RedriveParams{IDs: ids, ToStage: "z"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,10 +260,10 @@ func TestPurge(t *testing.T) {
 	failed := seed(t, db, "a", queue.Failed, 2)
 	exec(t, db, "UPDATE pepsi.state SET updated_at = now() - interval '3 days' WHERE id = ANY($1)", slices.Concat(oldDone, oldDoneB, failed))
 
-	p := queue.PurgeParams{Status: queue.Done, Stage: "a", OlderThan: 48 * time.Hour, Batch: 3}
+	p := admin.PurgeParams{Status: queue.Done, Stage: "a", OlderThan: 48 * time.Hour, Batch: 3}
 	dry := p
 	dry.DryRun = true
-	if res, err := db.Purge(ctx, dry); err != nil || res != (queue.Repair{Changed: 7}) {
+	if res, err := db.Purge(ctx, dry); err != nil || res != (admin.Repair{Changed: 7}) {
 		t.Fatalf("dry run = %+v, %v", res, err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM pepsi.message"); n != 13 {
@@ -273,7 +273,7 @@ func TestPurge(t *testing.T) {
 	var progress []int64
 	p.Progress = func(n int64) { progress = append(progress, n) }
 	res, err := db.Purge(ctx, p)
-	if err != nil || res != (queue.Repair{Changed: 7}) {
+	if err != nil || res != (admin.Repair{Changed: 7}) {
 		t.Fatalf("Purge = %+v, %v", res, err)
 	}
 	if !slices.Equal(progress, []int64{3, 6, 7}) {
@@ -290,10 +290,10 @@ func TestPurge(t *testing.T) {
 	}
 
 	// Every stage, no age.
-	if res, err := db.Purge(ctx, queue.PurgeParams{Status: queue.Done}); err != nil || res.Changed != 4 {
+	if res, err := db.Purge(ctx, admin.PurgeParams{Status: queue.Done}); err != nil || res.Changed != 4 {
 		t.Fatalf("Purge done = %+v, %v", res, err)
 	}
-	if res, err := db.Purge(ctx, queue.PurgeParams{Status: "bogus"}); err == nil {
+	if res, err := db.Purge(ctx, admin.PurgeParams{Status: "bogus"}); err == nil {
 		t.Fatalf("Purge of an unknown status = %+v", res)
 	}
 	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'failed'"); n != 2 {
@@ -309,7 +309,7 @@ func TestPurgeRunning(t *testing.T) {
 	// A dispatcher holds them: dry run and purge both leave them.
 	l := holdLock(t, dsn)
 	for _, dry := range []bool{true, false} {
-		res, err := db.Purge(ctx, queue.PurgeParams{Status: queue.Running, DryRun: dry})
+		res, err := db.Purge(ctx, admin.PurgeParams{Status: queue.Running, DryRun: dry})
 		if err != nil || res.Changed != 0 || res.Held != 5 || res.Holder == nil || res.Holder.PID != l.pid {
 			t.Fatalf("Purge (dry run %v) with a dispatcher = %+v, %v", dry, res, err)
 		}
@@ -322,7 +322,7 @@ func TestPurgeRunning(t *testing.T) {
 	// A dispatcher that starts half-way: the batches after it leave the
 	// running rows alone.
 	var l2 *queue.Listener
-	res, err := db.Purge(ctx, queue.PurgeParams{Status: queue.Running, Batch: 2, Progress: func(n int64) {
+	res, err := db.Purge(ctx, admin.PurgeParams{Status: queue.Running, Batch: 2, Progress: func(n int64) {
 		if l2 == nil {
 			l2 = lockAsDispatcher(t, dsn)
 		}
@@ -332,5 +332,140 @@ func TestPurgeRunning(t *testing.T) {
 	}
 	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1)", run[2:]); n != 3 {
 		t.Fatalf("rows after the dispatcher started deleted: %d of 3 left", n)
+	}
+}
+
+// TestRedriveRunningPerStage: running rows at a stage a dispatcher owns
+// are left alone; those at a stage nobody owns are orphans and redriven.
+func TestRedriveRunningPerStage(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	owned := seed(t, db, "a", queue.Running, 3)
+	orphans := seed(t, db, "b", queue.Running, 2)
+	l := dial(t, dsn, "c")
+	if err := l.TakeStages(ctx, []string{"a"}, false, queue.NewToken()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Running})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed != int64(len(orphans)) || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive running = %+v, want %d changed, %d held by server pid %d", res, len(orphans), len(owned), l.PID())
+	}
+	// A dry run of a purge counts the same.
+	res, err = db.Purge(ctx, admin.PurgeParams{Status: queue.Running, DryRun: true})
+	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Purge running, dry run = %+v, %v; want 0 to purge, %d held by server pid %d", res, err, len(owned), l.PID())
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running' AND stage = 'a'"); n != int64(len(owned)) {
+		t.Errorf("%d running rows left at the owned stage, want %d", n, len(owned))
+	}
+	// By id too.
+	res, err = db.Redrive(ctx, admin.RedriveParams{IDs: owned})
+	if err != nil || res.Changed != 0 || res.Held != int64(len(owned)) || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive by id of owned running rows = %+v, %v", res, err)
+	}
+}
+
+// TestRedriveHandedRunning: a running row belongs to the owner of the
+// stage it was handed out at, even once its stage program advanced it
+// into another set's stage: a redrive of that stage's running rows leaves
+// it to its owner.
+func TestRedriveHandedRunning(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	id := seed1(t, db, "a", queue.Pending)
+	claimed, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 1}}, nil)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim = %v, %v", claimed, err)
+	}
+	exec(t, db, "SELECT pepsi.advance($1, 'b')", id) // running at b now, handed out at a
+	l := dial(t, dsn, "c")
+	if err := l.TakeStages(ctx, []string{"a"}, false, queue.NewToken()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Running, Stage: "b"})
+	if err != nil || res.Changed != 0 || res.Held != 1 || res.Holder == nil || res.Holder.PID != int32(l.PID()) {
+		t.Errorf("Redrive of the row at b while a is owned = %+v, %v; want it held by a's owner", res, err)
+	}
+	if st := getState(t, db, id); st.Status != queue.Running || st.Stage != "b" {
+		t.Errorf("after the redrive: %+v, want running at b", st)
+	}
+}
+
+// TestRedrivePriorityKey: retry gives a new priority when asked and keeps
+// it otherwise; a finished message whose key another unfinished message
+// holds comes back without its key, so one unfinished message per key
+// holds.
+func TestRedrivePriorityKey(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	a, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k", Priority: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'failed' WHERE id = $1", a)
+	b, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
+	if err != nil || b == a {
+		t.Fatalf("key k after failure: %d (first %d), %v", b, a, err)
+	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", b)
+	c, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a and b back to pending while c holds k: both lose the key.
+	if _, err := db.Redrive(ctx, admin.RedriveParams{IDs: []int64{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id IN ($1, $2) AND dedup_key IS NULL AND status = 'pending'", a, b); n != 2 {
+		t.Errorf("%d of the redriven messages pending without their key, want 2", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND priority = 4", a); n != 1 {
+		t.Error("redrive without a priority changed it")
+	}
+	// Two finished with one key, redriven together: the lower id keeps it.
+	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", c)
+	d, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'failed' WHERE id = $1", d)
+	p := int32(-7)
+	res, err := db.Redrive(ctx, admin.RedriveParams{Status: queue.Failed, Priority: &p})
+	if err != nil || res.Changed != 1 {
+		t.Fatalf("Redrive failed: %+v, %v", res, err)
+	}
+	res, err = db.Redrive(ctx, admin.RedriveParams{IDs: []int64{c}})
+	if err != nil || res.Changed != 1 {
+		t.Fatalf("Redrive done: %+v, %v", res, err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND dedup_key = 'k' AND priority = -7", d); n != 1 {
+		t.Error("the failed message redriven with --priority -7 lost its key or did not get the priority")
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND dedup_key IS NULL", c); n != 1 {
+		t.Error("a redriven message kept a key an unfinished message holds")
+	}
+}
+
+// TestRedriveFlowKey: a message redriven to a stage with KEY gets its key
+// there, as every way a message becomes pending at a stage gives it
+// (pkg/queue's TestClaimKeyed).
+func TestRedriveFlowKey(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	if _, _, err := db.SetFlowKeys(ctx, []string{"k", "plain"}, []queue.FlowKey{{Stage: "plain", Header: "customer", Limit: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "k", Headers: map[string]string{"customer": "c"}, Payloads: make([][]byte, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", ids[0])
+	if _, err := db.Redrive(ctx, admin.RedriveParams{IDs: ids, Status: queue.Done, ToStage: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "plain", Cap: 10, KeyLimit: 3}}, nil)
+	if err != nil || len(c) != 1 || c[0].ID != ids[0] || !c[0].Keyed || c[0].Key != "c" {
+		t.Fatalf("claim at plain after the redrive: %+v, %v; want message %d with key c", c, err, ids[0])
 	}
 }

@@ -1,4 +1,4 @@
-package queue_test
+package admin_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -17,7 +18,7 @@ import (
 // contrib's TestDoctorPgBouncer (it needs a PgBouncer).
 func TestDoctorPooler(t *testing.T) {
 	_, dsn, ctx := newDB(t)
-	p, err := queue.CheckPooler(ctx, dsn)
+	p, err := admin.CheckPooler(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestDoctorNotifyRoundTrip(t *testing.T) {
 		t.Errorf("NotifyRoundTrip = %+v, %v", rt, err)
 	}
 	// A wait that has already ended: the notification cannot be awaited.
-	if _, err := db.NotifyRoundTrip(ctx, dsn, ch, 0); !errors.Is(err, queue.ErrNoNotification) {
+	if _, err := db.NotifyRoundTrip(ctx, dsn, ch, 0); !errors.Is(err, admin.ErrNoNotification) {
 		t.Errorf("NotifyRoundTrip with no wait: %v, want ErrNoNotification", err)
 	}
 }

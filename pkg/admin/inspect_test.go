@@ -1,4 +1,4 @@
-package queue_test
+package admin_test
 
 import (
 	"bytes"
@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-func rowIDs(rs []queue.Row) []int64 {
+func rowIDs(rs []admin.Row) []int64 {
 	ids := make([]int64, len(rs))
 	for i, r := range rs {
 		ids[i] = r.ID
@@ -19,6 +20,9 @@ func rowIDs(rs []queue.Row) []int64 {
 	return ids
 }
 
+// TestCounts: per stage and status, with the oldest update; what
+// pepsi.enqueue() wrote and no one has admitted yet counts as pending at
+// its stage.
 func TestCounts(t *testing.T) {
 	t.Parallel()
 	db, _, ctx := newDB(t)
@@ -33,6 +37,10 @@ func TestCounts(t *testing.T) {
 	old := seed1(t, db, "a", queue.Done)
 	exec(t, db, "UPDATE pepsi.state SET updated_at = '2001-02-03T04:05:06Z' WHERE id = $1", old)
 	seed(t, db, "a", queue.Done, 1)
+	exec(t, db, "SELECT pepsi.enqueue(s, 'x', '{}') FROM unnest(ARRAY['b', 'c', 'c']) s")
+	if n := count(t, db, "SELECT count(*) FROM pepsi.ingress"); n != 3 {
+		t.Fatalf("%d rows in pepsi.ingress, want 3", n)
+	}
 
 	cs, err := db.Counts(ctx)
 	if err != nil {
@@ -45,7 +53,8 @@ func TestCounts(t *testing.T) {
 	want := []struct {
 		key
 		n int64
-	}{{key{"a", queue.Done}, 2}, {key{"a", queue.Failed}, 2}, {key{"a", queue.Pending}, 3}, {key{"b", queue.Pending}, 3}, {key{"b", queue.Running}, 4}}
+	}{{key{"a", queue.Done}, 2}, {key{"a", queue.Failed}, 2}, {key{"a", queue.Pending}, 3}, {key{"b", queue.Pending}, 4}, {key{"b", queue.Running}, 4},
+		{key{"c", queue.Pending}, 2}}
 	if len(cs) != len(want) {
 		t.Fatalf("Counts = %+v, want %d groups", cs, len(want))
 	}
@@ -73,21 +82,21 @@ func TestList(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		p    queue.ListParams
+		p    admin.ListParams
 		want []int64
 	}{
-		{"all", queue.ListParams{}, all},
-		{"stage", queue.ListParams{Stage: "a"}, slices.Concat(a1, a2, a3)},
-		{"status", queue.ListParams{Status: queue.Pending}, slices.Concat(a1, b1, a3)},
-		{"stage and status", queue.ListParams{Stage: "a", Status: queue.Pending}, slices.Concat(a1, a3)},
-		{"older than", queue.ListParams{OlderThan: time.Hour}, []int64{a1[1], b2[0], a3[1]}},
-		{"older than and status", queue.ListParams{OlderThan: time.Hour, Status: queue.Done}, []int64{b2[0]}},
-		{"after id", queue.ListParams{AfterID: b1[1]}, slices.Concat(a2, b2, a3)},
-		{"limit", queue.ListParams{Limit: 4}, all[:4]},
-		{"after id and limit", queue.ListParams{AfterID: all[2], Limit: 3}, all[3:6]},
-		{"stage, after id and limit", queue.ListParams{Stage: "b", AfterID: b1[0], Limit: 2}, []int64{b1[1], b2[0]}},
-		{"no match", queue.ListParams{Stage: "zzz"}, nil},
-		{"unknown status", queue.ListParams{Status: queue.Paused}, nil},
+		{"all", admin.ListParams{}, all},
+		{"stage", admin.ListParams{Stage: "a"}, slices.Concat(a1, a2, a3)},
+		{"status", admin.ListParams{Status: queue.Pending}, slices.Concat(a1, b1, a3)},
+		{"stage and status", admin.ListParams{Stage: "a", Status: queue.Pending}, slices.Concat(a1, a3)},
+		{"older than", admin.ListParams{OlderThan: time.Hour}, []int64{a1[1], b2[0], a3[1]}},
+		{"older than and status", admin.ListParams{OlderThan: time.Hour, Status: queue.Done}, []int64{b2[0]}},
+		{"after id", admin.ListParams{AfterID: b1[1]}, slices.Concat(a2, b2, a3)},
+		{"limit", admin.ListParams{Limit: 4}, all[:4]},
+		{"after id and limit", admin.ListParams{AfterID: all[2], Limit: 3}, all[3:6]},
+		{"stage, after id and limit", admin.ListParams{Stage: "b", AfterID: b1[0], Limit: 2}, []int64{b1[1], b2[0]}},
+		{"no match", admin.ListParams{Stage: "zzz"}, nil},
+		{"unknown status", admin.ListParams{Status: queue.Paused}, nil},
 	} {
 		rows, err := db.List(ctx, tc.p)
 		if err != nil {
@@ -102,7 +111,7 @@ func TestList(t *testing.T) {
 	var paged []int64
 	after := int64(0)
 	for {
-		rows, err := db.List(ctx, queue.ListParams{AfterID: after, Limit: 2})
+		rows, err := db.List(ctx, admin.ListParams{AfterID: after, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +126,7 @@ func TestList(t *testing.T) {
 	}
 
 	// The row carries the state.
-	rows, err := db.List(ctx, queue.ListParams{Status: queue.Failed, Limit: 1})
+	rows, err := db.List(ctx, admin.ListParams{Status: queue.Failed, Limit: 1})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("%v %v", rows, err)
 	}
@@ -171,14 +180,14 @@ func TestShowAndPayload(t *testing.T) {
 		t.Fatalf("Payload empty: %x, %v", p, err)
 	}
 
-	if m, err := db.Show(ctx, 1<<40); !errors.Is(err, queue.ErrNotFound) {
+	if m, err := db.Show(ctx, 1<<40); !errors.Is(err, admin.ErrNotFound) {
 		t.Fatalf("Show missing: %+v, %v; want ErrNotFound", m, err)
 	}
-	if p, err := db.Payload(ctx, 1<<40); !errors.Is(err, queue.ErrNotFound) {
+	if p, err := db.Payload(ctx, 1<<40); !errors.Is(err, admin.ErrNotFound) {
 		t.Fatalf("Payload missing: %x, %v; want ErrNotFound", p, err)
 	}
 	exec(t, db, "DELETE FROM pepsi.message WHERE id = $1", id)
-	if _, err := db.Show(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := db.Show(ctx, id); !errors.Is(err, admin.ErrNotFound) {
 		t.Fatalf("Show deleted: %v; want ErrNotFound", err)
 	}
 }

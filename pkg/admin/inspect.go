@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // Count is how many messages one stage has in one status.
 type Count struct {
 	Stage  string
-	Status Status
+	Status queue.Status
 	N      int64
 	// Oldest is when the oldest of them was last updated.
 	Oldest time.Time
@@ -34,30 +36,30 @@ func (db *DB) Counts(ctx context.Context) ([]Count, error) {
 		var c Count
 		var st string
 		err := r.Scan(&c.Stage, &st, &c.N, &c.Oldest)
-		c.Status = Status(st)
+		c.Status = queue.Status(st)
 		return c, err
 	})
 }
 
 // Row is one message's queue state.
 type Row struct {
-	ID            int64      `json:"id"`
-	Stage         string     `json:"stage"`
-	Status        Status     `json:"status"`
-	Attempts      int        `json:"attempts"`
-	Priority      int32      `json:"priority"`
-	Key           *string    `json:"key,omitempty"` // deduplication key
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-	Timeout       *time.Time `json:"timeout,omitempty"`
-	DispatchError *string    `json:"dispatch_error,omitempty"`
-	Error         *string    `json:"error,omitempty"`
+	ID            int64        `json:"id"`
+	Stage         string       `json:"stage"`
+	Status        queue.Status `json:"status"`
+	Attempts      int          `json:"attempts"`
+	Priority      int32        `json:"priority"`
+	Key           *string      `json:"key,omitempty"` // deduplication key
+	CreatedAt     time.Time    `json:"created_at"`
+	UpdatedAt     time.Time    `json:"updated_at"`
+	Timeout       *time.Time   `json:"timeout,omitempty"`
+	DispatchError *string      `json:"dispatch_error,omitempty"`
+	Error         *string      `json:"error,omitempty"`
 }
 
 // ListParams filters List; zero values do not filter.
 type ListParams struct {
 	Stage     string
-	Status    Status
+	Status    queue.Status
 	OlderThan time.Duration // last updated longer ago than this
 	AfterID   int64         // ids greater than this (paging)
 	Limit     int           // at most this many (0: no limit)
@@ -69,7 +71,7 @@ func scanRow(r pgx.CollectableRow) (Row, error) {
 	var x Row
 	var st string
 	err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error)
-	x.Status = Status(st)
+	x.Status = queue.Status(st)
 	return x, err
 }
 
@@ -131,7 +133,7 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 		var st string
 		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize,
 			&x.FlowKey, &x.Behind)
-		x.Status = Status(st)
+		x.Status = queue.Status(st)
 		return x, err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

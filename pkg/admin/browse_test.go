@@ -1,18 +1,17 @@
-package queue_test
+package admin_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/pepsi-dev/pepsi/internal/testkit"
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // ids returns the ids of a page's rows.
-func pageIDs(p queue.BrowsePage) []int64 {
+func pageIDs(p admin.BrowsePage) []int64 {
 	out := make([]int64, len(p.Rows))
 	for i, r := range p.Rows {
 		out[i] = r.ID
@@ -37,7 +36,7 @@ func TestBrowse(t *testing.T) {
 	exec(t, db, `UPDATE pepsi.state SET error = 'disk 100% full_\' WHERE id = $1`, done[0])
 	exec(t, db, `UPDATE pepsi.state SET updated_at = now() - interval '2 hours' WHERE id = ANY($1)`, done[:10])
 
-	browse := func(p queue.BrowseParams) queue.BrowsePage {
+	browse := func(p admin.BrowseParams) admin.BrowsePage {
 		t.Helper()
 		page, err := db.Browse(ctx, p)
 		if err != nil {
@@ -53,56 +52,56 @@ func TestBrowse(t *testing.T) {
 
 	// Every message, three pages of 15 down and back up.
 	all := desc(slices.Concat(done, failed, other))
-	p1 := browse(queue.BrowseParams{Limit: 15})
+	p1 := browse(admin.BrowseParams{Limit: 15})
 	if !slices.Equal(pageIDs(p1), all[:15]) || !p1.Older || p1.Newer {
 		t.Errorf("page 1: %v older %v newer %v", pageIDs(p1), p1.Older, p1.Newer)
 	}
-	p2 := browse(queue.BrowseParams{Limit: 15, Before: p1.Rows[14].ID})
+	p2 := browse(admin.BrowseParams{Limit: 15, Before: p1.Rows[14].ID})
 	if !slices.Equal(pageIDs(p2), all[15:30]) || !p2.Older || !p2.Newer {
 		t.Errorf("page 2: %v older %v newer %v", pageIDs(p2), p2.Older, p2.Newer)
 	}
-	p3 := browse(queue.BrowseParams{Limit: 15, Before: p2.Rows[14].ID})
+	p3 := browse(admin.BrowseParams{Limit: 15, Before: p2.Rows[14].ID})
 	if !slices.Equal(pageIDs(p3), all[30:]) || p3.Older || !p3.Newer {
 		t.Errorf("page 3: %v older %v newer %v", pageIDs(p3), p3.Older, p3.Newer)
 	}
-	back := browse(queue.BrowseParams{Limit: 15, After: p3.Rows[0].ID})
+	back := browse(admin.BrowseParams{Limit: 15, After: p3.Rows[0].ID})
 	if !slices.Equal(pageIDs(back), all[15:30]) || !back.Newer || !back.Older {
 		t.Errorf("back from page 3: %v older %v newer %v", pageIDs(back), back.Older, back.Newer)
 	}
-	top := browse(queue.BrowseParams{Limit: 15, After: back.Rows[0].ID})
+	top := browse(admin.BrowseParams{Limit: 15, After: back.Rows[0].ID})
 	if !slices.Equal(pageIDs(top), all[:15]) || top.Newer {
 		t.Errorf("back to the top: %v newer %v", pageIDs(top), top.Newer)
 	}
 
 	for _, tc := range []struct {
 		name string
-		p    queue.BrowseParams
+		p    admin.BrowseParams
 		want []int64
 	}{
-		{"stage", queue.BrowseParams{Stage: "b"}, desc(other)},
-		{"status", queue.BrowseParams{Status: queue.Failed, Stage: "a"}, desc(failed)},
-		{"older", queue.BrowseParams{OlderThan: time.Hour}, desc(done[:10])},
-		{"newer", queue.BrowseParams{NewerThan: time.Hour, Status: queue.Done}, desc(done[10:])},
-		{"text, any case, in error", queue.BrowseParams{Text: "no STOCK"}, desc(failed[:5])},
-		{"text in dispatch_error", queue.BrowseParams{Text: "# crash"}, desc(failed[5:])},
-		{"text with LIKE's characters", queue.BrowseParams{Text: `0% FULL_\`}, done[:1]},
-		{"LIKE's characters are not wild", queue.BrowseParams{Text: `0%_`}, nil},
-		{"reason", queue.BrowseParams{Reason: "order N: No stock", Status: queue.Failed}, desc(failed[:5])},
-		{"reason of the dispatcher", queue.BrowseParams{Reason: "exit N # crashed"}, desc(failed[5:])},
-		{"nothing", queue.BrowseParams{Stage: "nowhere"}, nil},
+		{"stage", admin.BrowseParams{Stage: "b"}, desc(other)},
+		{"status", admin.BrowseParams{Status: queue.Failed, Stage: "a"}, desc(failed)},
+		{"older", admin.BrowseParams{OlderThan: time.Hour}, desc(done[:10])},
+		{"newer", admin.BrowseParams{NewerThan: time.Hour, Status: queue.Done}, desc(done[10:])},
+		{"text, any case, in error", admin.BrowseParams{Text: "no STOCK"}, desc(failed[:5])},
+		{"text in dispatch_error", admin.BrowseParams{Text: "# crash"}, desc(failed[5:])},
+		{"text with LIKE's characters", admin.BrowseParams{Text: `0% FULL_\`}, done[:1]},
+		{"LIKE's characters are not wild", admin.BrowseParams{Text: `0%_`}, nil},
+		{"reason", admin.BrowseParams{Reason: "order N: No stock", Status: queue.Failed}, desc(failed[:5])},
+		{"reason of the dispatcher", admin.BrowseParams{Reason: "exit N # crashed"}, desc(failed[5:])},
+		{"nothing", admin.BrowseParams{Stage: "nowhere"}, nil},
 	} {
 		got := browse(tc.p)
 		if !slices.Equal(pageIDs(got), tc.want) || got.Older || got.Newer {
 			t.Errorf("%s: %v (older %v newer %v), want %v", tc.name, pageIDs(got), got.Older, got.Newer, tc.want)
 		}
 	}
-	if got := browse(queue.BrowseParams{Stage: "b"}); len(*got.Rows[0].Error) != queue.MaxErrorList {
+	if got := browse(admin.BrowseParams{Stage: "b"}); len(*got.Rows[0].Error) != admin.MaxErrorList {
 		t.Errorf("error not cut: %d bytes", len(*got.Rows[0].Error))
 	}
-	if _, err := db.Browse(ctx, queue.BrowseParams{Status: "lost"}); err == nil {
+	if _, err := db.Browse(ctx, admin.BrowseParams{Status: "lost"}); err == nil {
 		t.Error("unknown status accepted")
 	}
-	if js, _ := json.Marshal(browse(queue.BrowseParams{Stage: "nowhere"})); string(js) != `{"rows":[],"older":false,"newer":false}` {
+	if js, _ := json.Marshal(browse(admin.BrowseParams{Stage: "nowhere"})); string(js) != `{"rows":[],"older":false,"newer":false}` {
 		t.Errorf("empty page as JSON: %s", js)
 	}
 }
@@ -151,13 +150,13 @@ func TestFailureGroups(t *testing.T) {
 		{new("bad 1 2"), new("exit 2"), "bad N N"},
 		{nil, nil, "(none)"},
 	} {
-		if r := queue.FoldReason(tc.err, tc.derr); r != tc.want {
+		if r := admin.FoldReason(tc.err, tc.derr); r != tc.want {
 			t.Errorf("FoldReason(%v, %v) = %q, want %q", tc.err, tc.derr, r, tc.want)
 		}
 	}
 
 	// The group's dry run counts it; its redrive retries it alone.
-	p := queue.RedriveParams{Status: queue.Failed, Stage: "a", Reason: "order N rejected", DryRun: true}
+	p := admin.RedriveParams{Status: queue.Failed, Stage: "a", Reason: "order N rejected", DryRun: true}
 	if res, err := db.Redrive(ctx, p); err != nil || res.Changed != 4 {
 		t.Fatalf("dry run: %+v, %v", res, err)
 	}
@@ -175,7 +174,7 @@ func TestFailureGroups(t *testing.T) {
 	if st := statuses(t, db, b); !slices.Equal(st, []queue.Status{queue.Failed, queue.Failed}) {
 		t.Errorf("stage b was touched: %v", st)
 	}
-	if _, err := db.Redrive(ctx, queue.RedriveParams{IDs: a[:1], DryRun: true}); err == nil {
+	if _, err := db.Redrive(ctx, admin.RedriveParams{IDs: a[:1], DryRun: true}); err == nil {
 		t.Error("a dry run by id was accepted")
 	}
 }
@@ -191,97 +190,7 @@ func TestPayloadHead(t *testing.T) {
 	if err != nil || string(head) != "0123" || size != 10 {
 		t.Errorf("PayloadHead: %q %d %v", head, size, err)
 	}
-	if _, _, err := db.PayloadHead(ctx, ids[0]+1, 4); err != queue.ErrNotFound {
+	if _, _, err := db.PayloadHead(ctx, ids[0]+1, 4); err != admin.ErrNotFound {
 		t.Errorf("missing id: %v", err)
-	}
-}
-
-// TestDispatcherSessions: the holder of the lock, with its pid and host
-// read from the name Dial gives it, owning every stage, and the standbys
-// that wait.
-func TestDispatcherSessions(t *testing.T) {
-	t.Parallel()
-	db, dsn, ctx := newDB(t)
-	lk, err := db.DispatcherSessions(ctx, []string{"a", "b"})
-	if err != nil || lk.Holder != nil || len(lk.Running) != 0 || len(lk.Owners) != 0 || len(lk.Standbys) != 0 {
-		t.Fatalf("nobody: %+v, %v", lk, err)
-	}
-	holder := lockAsDispatcher(t, dsn)
-	standby := dial(t, dsn, "pepsi_ingress")
-	wctx, cancel := context.WithCancel(ctx)
-	waited := make(chan error, 1)
-	go func() { waited <- standby.WaitLock(wctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-waited
-	})
-	testkit.Wait(t, "a standby waiting", 30*time.Second, func() bool {
-		lk, err = db.DispatcherSessions(ctx, []string{"a", "b"})
-		return err == nil && len(lk.Standbys) == 1
-	})
-	h := lk.Holder
-	if h == nil || h.ServerPID != int32(holder.PID()) || h.Since == nil || h.WaitingSince != nil || h.Host == "" || h.PID == 0 ||
-		!h.All || !slices.Equal(h.Stages, []string{"a", "b"}) {
-		t.Fatalf("holder: %+v", h)
-	}
-	if len(lk.Running) != 1 || lk.Owners["a"] != h || lk.Owners["b"] != h {
-		t.Errorf("running %+v, owners %+v", lk.Running, lk.Owners)
-	}
-	s := lk.Standbys[0]
-	if s.ServerPID != int32(standby.PID()) || s.PID != h.PID || s.Host != h.Host || s.WaitingSince == nil {
-		t.Errorf("standby: %+v", s)
-	}
-	d, err := db.LockHolder(ctx)
-	if err != nil || d == nil || d.PID != h.ServerPID || d.Name != h.Name {
-		t.Errorf("LockHolder says %+v, %v", d, err)
-	}
-}
-
-// TestDispatcherSessionsStageSets: dispatchers with stage sets, each
-// owning its stages (in the order asked, the dispatchers in the order of
-// their first stage), a stage nobody owns, and a standby waiting for one
-// set's stage.
-func TestDispatcherSessionsStageSets(t *testing.T) {
-	t.Parallel()
-	db, dsn, ctx := newDB(t)
-	b := dial(t, dsn, "c")
-	if err := b.TakeStages(ctx, []string{"b"}, false, queue.NewToken()); err != nil {
-		t.Fatal(err)
-	}
-	ac := dial(t, dsn, "c")
-	if err := ac.TakeStages(ctx, []string{"a", "c"}, false, queue.NewToken()); err != nil {
-		t.Fatal(err)
-	}
-	standby := dial(t, dsn, "c")
-	if err := standby.TakeStages(ctx, []string{"b"}, false, queue.NewToken()); err == nil {
-		t.Fatal("a second owner of b")
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	waited := make(chan error, 1)
-	go func() { waited <- standby.WaitFor(wctx, "b", false) }()
-	t.Cleanup(func() {
-		cancel()
-		<-waited
-	})
-	stages := []string{"a", "b", "c", "d"}
-	var lk queue.Dispatchers
-	var err error
-	testkit.Wait(t, "a standby waiting", 30*time.Second, func() bool {
-		lk, err = db.DispatcherSessions(ctx, stages)
-		return err == nil && len(lk.Standbys) == 1
-	})
-	if lk.Holder != nil || len(lk.Running) != 2 {
-		t.Fatalf("dispatchers %+v", lk)
-	}
-	first, second := lk.Running[0], lk.Running[1]
-	if first.ServerPID != int32(ac.PID()) || !slices.Equal(first.Stages, []string{"a", "c"}) || first.All || first.PID == 0 ||
-		second.ServerPID != int32(b.PID()) || !slices.Equal(second.Stages, []string{"b"}) {
-		t.Errorf("running %+v", lk.Running)
-	}
-	if lk.Owners["a"].ServerPID != int32(ac.PID()) || lk.Owners["b"].ServerPID != int32(b.PID()) || lk.Owners["d"] != nil {
-		t.Errorf("owners %+v", lk.Owners)
-	}
-	if s := lk.Standbys[0]; s.ServerPID != int32(standby.PID()) || s.WaitsFor != "b" || s.WaitingSince == nil {
-		t.Errorf("standby %+v", s)
 	}
 }

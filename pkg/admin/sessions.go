@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"cmp"
@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// DispatcherSession is a dispatcher's lock session (see owner.go): one
-// that owns stages, or a standby waiting for a lock.
+// DispatcherSession is a dispatcher's lock session (see pkg/queue's
+// owner.go): one that owns stages, or a standby waiting for a lock.
 type DispatcherSession struct {
 	ServerPID int32  `json:"server_pid"` // the session's server process
 	Name      string `json:"name"`       // its application_name, "" when unknown
@@ -51,17 +53,18 @@ type Dispatchers struct {
 	Standbys []DispatcherSession           `json:"standbys"` // waiting, the longest first
 }
 
-// dispatcherNameRE reads the application_name Dial gives the listener session.
+// dispatcherNameRE reads the application_name queue.Dial gives the listener
+// session.
 var dispatcherNameRE = regexp.MustCompile(`^pepsi dispatch pid (\d+) on (.+)$`)
 
 // dispatcherSessionsSQL lists the sessions that hold or wait for the
-// dispatchers' locks (see owner.go): the database-wide lock ($1) and the
-// stage locks ($2, hashtext(stage)), with the stage of $3 a stage lock is
-// for. The shared transaction locks that Redrive and Purge take are left
-// out (they are shared and not a dispatcher's; a stage-set dispatcher's
-// shared hold of the database-wide lock is on its named lock session).
-// A standby polls for the lock it waits for and holds a standby lock
-// ($5, or class $6 with hashtext(stage)) meanwhile: those rows are
+// dispatchers' locks (see pkg/queue's owner.go): the database-wide lock
+// ($1) and the stage locks ($2, hashtext(stage)), with the stage of $3 a
+// stage lock is for. The shared transaction locks that Redrive and Purge
+// take are left out (they are shared and not a dispatcher's; a stage-set
+// dispatcher's shared hold of the database-wide lock is on its named lock
+// session). A standby polls for the lock it waits for and holds a standby
+// lock ($5, or class $6 with hashtext(stage)) meanwhile: those rows are
 // reported as waits. waitstart is read through to_jsonb so that the
 // statement also runs on PostgreSQL 13, which does not have the column.
 const dispatcherSessionsSQL = `
@@ -88,8 +91,8 @@ func (db *DB) DispatcherSessions(ctx context.Context, stages []string) (Dispatch
 	if stages == nil {
 		stages = []string{}
 	}
-	rows, err := db.pool.Query(ctx, dispatcherSessionsSQL, int64(dispatcherLock), int64(stageLockClass), stages, objid32,
-		int64(standbyLock), int64(standbyLockClass))
+	rows, err := db.pool.Query(ctx, dispatcherSessionsSQL, int64(queue.DispatcherLock), int64(queue.StageLockClass), stages, queue.ObjIDMask,
+		int64(queue.StandbyLock), int64(queue.StandbyLockClass))
 	if err != nil {
 		return Dispatchers{}, err
 	}
@@ -200,4 +203,42 @@ func (db *DB) DispatcherSessions(ctx context.Context, stages []string) (Dispatch
 		}
 	}
 	return out, nil
+}
+
+// ownersSQL finds each stage's owner: the holder of the stage's exclusive
+// lock, or of the database-wide lock exclusive (a dispatcher without a
+// stage set: it owns the stages of its configuration, and none other can
+// run).
+const ownersSQL = `
+WITH locks AS (
+    SELECT l.pid, l.classid::bigint AS classid, l.objid::bigint AS objid, l.objsubid, coalesce(a.application_name, '') AS app
+      FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock'
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+SELECT s, coalesce(st.pid, g.pid), coalesce(st.app, g.app)
+  FROM unnest($1::text[]) s
+  LEFT JOIN LATERAL (SELECT pid, app FROM locks
+                      WHERE objsubid = 2 AND classid = $2 AND objid = hashtext(s)::bigint & $3 LIMIT 1) st ON true
+  LEFT JOIN LATERAL (SELECT pid, app FROM locks
+                      WHERE objsubid = 1 AND ((classid << 32) | objid) = $4 LIMIT 1) g ON true
+ WHERE coalesce(st.pid, g.pid) IS NOT NULL`
+
+// Owners returns the owner of each of stages that has one.
+func (db *DB) Owners(ctx context.Context, stages []string) (map[string]queue.LockHolder, error) {
+	rows, err := db.pool.Query(ctx, ownersSQL, stages, int64(queue.StageLockClass), queue.ObjIDMask, int64(queue.DispatcherLock))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]queue.LockHolder)
+	for rows.Next() {
+		var stage string
+		var h queue.LockHolder
+		if err := rows.Scan(&stage, &h.PID, &h.Name); err != nil {
+			return nil, err
+		}
+		out[stage] = h
+	}
+	return out, rows.Err()
 }

@@ -1,0 +1,7 @@
+package admin
+
+// Test-only access to unexported parts for the external test package
+// (admin_test), which needs pkg/pgtest.
+
+// TakeSharedSQL takes the single-dispatcher lock shared for a transaction.
+const TakeSharedSQL = takeSharedSQL
