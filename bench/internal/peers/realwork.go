@@ -57,7 +57,7 @@ type workOptions struct {
 // pepsiWork is one pepsi configuration of the real work.
 type pepsiWork struct {
 	label       string
-	kind        string // worker, plain or python
+	kind        string // worker, plain, plain-onetrip, python or python-onetrip
 	parallelism int
 	queueLimit  int
 	maxMessages int
@@ -126,12 +126,15 @@ func runPepsiWork(ctx context.Context, exe, self, dir, serverDSN string, o workO
 	for i, s := range stages {
 		var prog string
 		switch w.kind {
-		case "python":
+		case "python", "python-onetrip":
 			py := filepath.Join(dir, "stage.py")
 			if err := os.WriteFile(py, stagePy, 0o755); err != nil {
 				return res, err
 			}
 			prog = shellQuote(o.Python) + " " + shellQuote(py)
+			if w.kind == "python-onetrip" {
+				prog += " --one-trip"
+			}
 		default:
 			prog = shellQuote(self) + " stage --kind " + w.kind
 		}

@@ -30,7 +30,7 @@ const (
 
 func acctID(id int64) int64 { return id%acctRows + 1 }
 
-// stageMain is `peers stage --kind worker|plain [--next STAGE] [-c FILE]`,
+// stageMain is `peers stage --kind worker|plain|plain-onetrip [--next STAGE] [-c FILE]`,
 // the stage program of the real-work pipelines (PROGRAM in the pepsi.conf
 // that bench/peers writes); the dispatcher sets PEPSI_DSN and PEPSI_STAGE
 // and appends -c FILE.
@@ -41,9 +41,13 @@ func acctID(id int64) int64 { return id%acctRows + 1 }
 //	--kind plain: what a user writes in any language with a plain driver:
 //	  BEGIN, the UPDATE, SELECT pepsi.advance($1, $2) (or pepsi.finish($1)),
 //	  COMMIT, each its own round trip, no pipelining.
+//	--kind plain-onetrip: the same driver, a pass in one round trip: the
+//	  UPDATE and the move as a pgx.Batch (one Sync, so PostgreSQL runs them
+//	  as one implicit transaction), as pepsi-worker(7) EXAMPLES tells a
+//	  driver that binds parameters on the server to do.
 func stageMain(args []string) int {
 	fs := flag.NewFlagSet("stage", flag.ContinueOnError)
-	kind := fs.String("kind", "worker", "worker or plain")
+	kind := fs.String("kind", "worker", "worker, plain or plain-onetrip")
 	next := fs.String("next", "", "the stage to advance to; none: finish")
 	fs.String("c", "", "the dispatcher's configuration (unused)")
 	if err := fs.Parse(args); err != nil {
@@ -72,16 +76,16 @@ func stageMain(args []string) int {
 			return 1
 		}
 		return 0
-	case "plain":
-		return plainStage(ctx, dsn, stage, *next, os.Stdin, os.Stdout, log)
+	case "plain", "plain-onetrip":
+		return plainStage(ctx, dsn, stage, *next, *kind == "plain-onetrip", os.Stdin, os.Stdout, log)
 	}
-	log.Error("stage: --kind must be worker or plain")
+	log.Error("stage: --kind must be worker, plain or plain-onetrip")
 	return 2
 }
 
 // plainStage serves message ids from in, one transaction of four round
-// trips each.
-func plainStage(ctx context.Context, dsn, stage, next string, in io.Reader, out io.Writer, log *slog.Logger) int {
+// trips each, or (oneTrip) of one.
+func plainStage(ctx context.Context, dsn, stage, next string, oneTrip bool, in io.Reader, out io.Writer, log *slog.Logger) int {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		log.Error("DSN", "err", err)
@@ -108,6 +112,12 @@ func plainStage(ctx context.Context, dsn, stage, next string, in io.Reader, out 
 			continue
 		}
 		err = func() error {
+			if oneTrip {
+				b := &pgx.Batch{}
+				b.Queue(acctSQL, acctID(id))
+				b.Queue(move, moveArgs(id)...)
+				return conn.SendBatch(ctx, b).Close()
+			}
 			if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
 				return err
 			}
@@ -134,7 +144,9 @@ func plainStage(ctx context.Context, dsn, stage, next string, in io.Reader, out 
 			fmt.Fprintf(out, "75 # database connection lost: %s\n", oneLine(err))
 			return 75
 		}
-		_, _ = conn.Exec(ctx, "ROLLBACK")
+		if !oneTrip {
+			_, _ = conn.Exec(ctx, "ROLLBACK")
+		}
 		log.Error("message", "id", id, "err", err)
 		fmt.Fprintf(out, "1 # %s\n", oneLine(err))
 	}
