@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pepsi-dev/pepsi/internal/pgadmin"
+	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pepsi-dev/pepsi/internal/pgadmin"
+	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )

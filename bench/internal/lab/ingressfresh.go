@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pepsi-dev/pepsi/bench/internal/pgadmin"
+	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 

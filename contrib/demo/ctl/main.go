@@ -29,7 +29,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pepsi-dev/pepsi/internal/pgadmin"
+	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 )
 

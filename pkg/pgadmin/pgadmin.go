@@ -1,7 +1,6 @@
 // Package pgadmin makes and drops whole databases on a PostgreSQL server:
-// the throwaway databases of pepsi-bench and of the soak. The product has
-// its own (internal/pgadmin, for its tests), which a module of its own
-// cannot import; this is the same few statements.
+// the throwaway databases of the tests (pkg/pgtest), the lab (bench/) and
+// the demo. The product itself never does.
 package pgadmin
 
 import (
