@@ -29,8 +29,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
 )
 
 const usage = `usage: pepsi-demo reset | generate N | watch [--pid PID] [--timeout D] | summary | stats | totals`
