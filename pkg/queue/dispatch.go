@@ -278,7 +278,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 // failed pass is retried while RETRIES allow, and then fails the message.
 type Verdict string
 
-// The verdicts Settle applies.
+// The verdicts a settle applies (Turn.Settles).
 const (
 	// PassOK: the stage answered 0 and made its move itself.
 	PassOK Verdict = "ok"
@@ -320,17 +320,17 @@ type RetryPolicy struct {
 	Max     time.Duration // the longest delay
 }
 
-// Settled is what Settle found and did for one message.
+// Settled is what a settle found and did for one message.
 type Settled struct {
 	ID      int64
-	Before  Status    // its status when Settle read it: running, unless its stage (or a person) moved it on first
-	After   Status    // its status after Settle: Before when Settle left it alone
-	Stage   string    // the stage it is at after Settle
+	Before  Status    // its status when the settle read it: running, unless its stage (or a person) moved it on first
+	After   Status    // its status after the settle: Before when the settle left it alone
+	Stage   string    // the stage it is at after the settle
 	Handed  string    // the stage it was handed at
 	Timeout time.Time // when a paused row falls due
 }
 
-// Changed reports whether Settle wrote the row: it was still running.
+// Changed reports whether the settle wrote the row: it was still running.
 func (s *Settled) Changed() bool { return s.Before == Running }
 
 // settleSQL applies verdicts in one statement. Only rows still running are
@@ -361,7 +361,7 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 // lands while this runs; only the ids not there (a stage finished them:
 // they moved to another partition) are looked up in the others, and read
 // unlocked. A row moved by a stage's commit while cur waited for its lock
-// fails the statement (SQLSTATE 40001), which Settle runs again. Every
+// fails the statement (SQLSTATE 40001), which RunTurn runs again. Every
 // unfinished row of cur that is running is updated, so
 // the result is upd's rows and cur's others: no join of the two, whose
 // sizes the planner cannot know (it guessed one row and compared every
@@ -430,21 +430,6 @@ UNION ALL
 SELECT id, status, stage, handed, '', timeout FROM cur WHERE status <> 'running'
 UNION ALL
 SELECT id, 'running', stage, handed, 'pending', timeout FROM cur WHERE status = 'running' AND stale`
-
-// Settle applies verdicts in one statement and appends what it found to dst.
-func (db *DB) Settle(ctx context.Context, vs []Settle, dst []Settled) ([]Settled, error) {
-	if len(vs) == 0 {
-		return dst, nil
-	}
-	args := settleArgs(vs)
-	start := len(dst)
-	err := Retry(ctx, func() error {
-		rows, err := db.pool.Query(ctx, settleSQL, args...)
-		dst, err = scanSettled(rows, err, dst[:start])
-		return err
-	})
-	return dst, err
-}
 
 // settleArgs returns settleSQL's arguments: one array per column.
 func settleArgs(vs []Settle) []any {
@@ -535,15 +520,3 @@ WITH due AS (
 )
 SELECT (SELECT count(*) FROM due),
        (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now() AND ($1::text[] IS NULL OR stage = ANY($1)))`
-
-// NextPaused returns when the earliest paused row falls due (zero: none).
-func (db *DB) NextPaused(ctx context.Context) (time.Time, error) {
-	var next *time.Time
-	err := Retry(ctx, func() error {
-		return db.pool.QueryRow(ctx, "SELECT min(timeout) FROM pepsi.state WHERE status = 'paused'").Scan(&next)
-	})
-	if err != nil || next == nil {
-		return time.Time{}, err
-	}
-	return *next, nil
-}

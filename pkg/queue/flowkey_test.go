@@ -90,10 +90,10 @@ func TestClaimKeyed(t *testing.T) {
 		t.Fatalf("second claim %v, want %v", got, want)
 	}
 	// a1 fails and is paused for a retry: a2 still waits behind it.
-	settled, err := db.Settle(ctx, []queue.Settle{
+	settled, err := settle(ctx, db, []queue.Settle{
 		{ID: a1, Stage: "k", Verdict: queue.PassFailed, Retry: queue.RetryPolicy{Retries: 1, Delay: 3600e9, Max: 3600e9}},
 		{ID: bulk[0], Stage: "k", Verdict: queue.Finish},
-	}, nil)
+	})
 	if err != nil || len(settled) != 2 || settled[0].After != queue.Paused {
 		t.Fatalf("Settle = %+v, %v", settled, err)
 	}
@@ -115,7 +115,7 @@ func TestClaimKeyed(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, "SELECT flow_key FROM pepsi.state WHERE id = $1", plain).Scan(&key); err != nil || key == nil || *key != "a" {
 		t.Fatalf("after KEY was set at plain, its pending message has key %v (%v), want a", key, err)
 	}
-	if _, err := db.Settle(ctx, []queue.Settle{{ID: b1, Stage: "k", Verdict: queue.Advance, Next: "plain"}}, nil); err != nil {
+	if _, err := settle(ctx, db, []queue.Settle{{ID: b1, Stage: "k", Verdict: queue.Advance, Next: "plain"}}); err != nil {
 		t.Fatal(err)
 	}
 	got, keys = keyedClaim(t, db, "plain", 10, 3)

@@ -113,14 +113,6 @@ func (l *Listener) TryLock(ctx context.Context) (holder int32, err error) {
 	}
 }
 
-// SessionName returns the application_name of the server session with
-// backend pid pid ("" when unknown).
-func (l *Listener) SessionName(ctx context.Context, pid int32) (string, error) {
-	var name string
-	err := l.conn.QueryRow(ctx, "SELECT coalesce(max(application_name), '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&name)
-	return name, err
-}
-
 // ConnLimit is how many sessions the server lets a role without special
 // rights open: max_connections less the slots it keeps for superusers and,
 // from PostgreSQL 16, for roles with pg_use_reserved_connections.

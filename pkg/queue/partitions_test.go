@@ -57,7 +57,7 @@ func expireAll(t *testing.T, db *pgtest.DB, keep time.Duration) int64 {
 func TestDonePartitions(t *testing.T) {
 	db, _, ctx := newDB(t)
 	early := seed1(t, db, "a", queue.Running)
-	if _, err := db.Settle(ctx, []queue.Settle{{ID: early, Stage: "a", Verdict: queue.Finish}}, nil); err != nil {
+	if _, err := settle(ctx, db, []queue.Settle{{ID: early, Stage: "a", Verdict: queue.Finish}}); err != nil {
 		t.Fatal(err)
 	}
 	if p := partitionOf(t, db, early); p != "pepsi.state_done_default" {
@@ -80,11 +80,11 @@ func TestDonePartitions(t *testing.T) {
 	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.Settle(ctx, []queue.Settle{
+	got, err := settle(ctx, db, []queue.Settle{
 		{ID: ids[0], Stage: "a", Verdict: queue.Finish},
 		{ID: ids[1], Stage: "a", Verdict: queue.PassFailed, Reason: "boom"},
 		{ID: ids[2], Stage: "a", Verdict: queue.Advance, Next: "b"},
-	}, nil)
+	})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("Settle = %+v, %v", got, err)
 	}
@@ -99,7 +99,7 @@ func TestDonePartitions(t *testing.T) {
 		t.Errorf("advanced: in %s", p)
 	}
 	// Settling a row its stage finished itself reads it where it went.
-	again, err := db.Settle(ctx, []queue.Settle{{ID: ids[0], Stage: "a", Verdict: queue.PassOK}}, nil)
+	again, err := settle(ctx, db, []queue.Settle{{ID: ids[0], Stage: "a", Verdict: queue.PassOK}})
 	if err != nil || len(again) != 1 || again[0].Before != queue.Done || again[0].Changed() {
 		t.Fatalf("Settle of a done row = %+v, %v; want it read as done and left alone", again, err)
 	}

@@ -7,10 +7,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Turn is the dispatcher's queue work for one wake, done in one round trip
-// and one transaction, in this order: write the wake flag, resume due
-// paused rows, settle verdicts, read the snapshot horizon, admit ingress,
-// claim. Each part is optional.
+// Turn is one job of a dispatcher's lane: statements sent as one batch, in
+// one round trip and one transaction, in this order: write the wake flag,
+// resume due paused rows, settle verdicts, read the snapshot horizon, admit
+// ingress, claim. Each part is optional, and the two lanes send different
+// turns: the claim lane's write the wake flag, resume, read the horizon,
+// admit and claim; the settle lane's settle, and for stages with KEY whose
+// held keys the settle frees, claim after it (Caps, those keys no longer
+// held), so that a key's next message goes out in the commit that freed
+// it.
 type Turn struct {
 	Arm    Arm // the wake flag to write; ArmKeep: none
 	Resume bool
