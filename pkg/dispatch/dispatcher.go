@@ -2,8 +2,8 @@
 // feeds their ids to long-lived stage programs, and settles what they answer.
 //
 // One goroutine, the loop, owns every pool, worker and counter. Each
-// worker's I/O goroutines and the listener only read, write and report to
-// it on channels.
+// worker's I/O goroutines, the lanes, the janitor's services and the
+// listener only read, write and report to it on channels.
 package dispatch
 
 import (
@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -37,8 +36,8 @@ type Options struct {
 var ErrLocked = errors.New("another dispatcher is running")
 
 // Dispatcher is one running coordinator. Only its loop goroutine reads or
-// writes it, and it holds no database session: the lanes and the listener
-// goroutine own those.
+// writes it (but for role), and it holds no database session: the lanes,
+// the janitor's services and the listener goroutine own those.
 type Dispatcher struct {
 	cfg     *config.Config
 	log     *slog.Logger
@@ -53,10 +52,11 @@ type Dispatcher struct {
 	owned []string
 	set   string
 	token int64 // the token lock of every listener session (queue.NewToken; see queue.DB.SetFence)
-	// janitor: this dispatcher holds the janitor lock and does the work
-	// that is not per stage (retention, vacuum, writing settings). Set by
-	// the listener goroutine, read by the loop and the vacuum goroutine.
-	janitor atomic.Bool
+	// role: whether this dispatcher holds the janitor lock and so does the
+	// work that is not per stage (janitor.go). Shared with the listener
+	// goroutine and the services' supervisor.
+	role        janitorRole
+	maintaining bool // the janitor's services may run: a stop waits until they have stopped
 
 	// The stages and their workers.
 	pools     []*pool
@@ -67,16 +67,18 @@ type Dispatcher struct {
 	foreign   map[string]bool // configured stages another dispatcher owns
 
 	// What the goroutines report to the loop.
-	events  chan event           // from the workers' I/O goroutines
-	results chan *job            // from the lanes
-	wake    chan struct{}        // from the listener: a notification or heartbeat
-	lisErr  chan error           // from the listener: its session failed
-	relisen chan *queue.Listener // from relisten: the listener is back, with the lock
-	fatal   chan error           // from relisten: the lock was lost
-	bg      sync.WaitGroup       // every goroutine but the workers'
+	events   chan event         // from the workers' I/O goroutines
+	results  chan *job          // from the turn lanes
+	choreRes chan choreResult   // from the chore lane
+	reports  chan serviceReport // from the janitor's services
+	wake     chan struct{}      // from the listener: a notification or heartbeat
+	lisErr   chan error         // from the listener: its session failed
+	relisen  chan LockSession   // from relisten: the listener is back, with the lock
+	fatal    chan error         // from relisten: the lock was lost
+	bg       sync.WaitGroup     // every goroutine but the workers'
 
 	queueWork
-	sweeps
+	choreState
 	stopState
 
 	// After a database error.
@@ -91,9 +93,9 @@ type Dispatcher struct {
 
 // queueWork is the lanes and the work they are given next.
 type queueWork struct {
-	claimer lane // claims, resumes, the wake flag
-	settler lane // settles
-	chores  lane // sweeps, statistics
+	claimer lane      // claims, resumes, the wake flag
+	settler lane      // settles
+	chores  choreLane // the orphan sweep, statistics, the wake flag at stop
 
 	settles      []queue.Settle   // verdicts for the next settle
 	settleAgain  bool             // the last settle failed: its verdicts go again before any claim
@@ -112,26 +114,19 @@ type queueWork struct {
 	keyed        bool             // some stage has KEY: claims and settles book keys
 }
 
-// sweeps is when the chore lane's steps are due and what they found.
-type sweeps struct {
-	tally       tally          // statistics not yet written
-	lastFlush   time.Time      // when they were last written
-	nextOrphans time.Time      // when the orphan sweep is due
-	orphansNow  bool           // sweep orphans of any age at once (after a reconnect)
-	nextExpire  time.Time      // when the retention sweep is due
-	expiring    bool           // a retention sweep is walking the table
-	expireAfter queue.ExpireAt // where it goes on
-	expiredRows int64          // what it deleted so far
-	idSeq       int64          // the message id sequence at the last sweep's start
-	idSeqAt     time.Time      // when that was read
-	idRate      float64        // ids drawn a second between the last two sweeps
-	idRated     bool           // idRate was measured
+// choreState is when the loop's chores are due and what they write.
+type choreState struct {
+	tally       tally     // statistics not yet written
+	lastFlush   time.Time // when they were last written
+	nextOrphans time.Time // when the orphan sweep is due
+	orphansNow  bool      // sweep orphans of any age at once (after a reconnect)
 }
 
 // stopState is how far a stop has come.
 type stopState struct {
 	stopping bool      // no more claims; workers told to exit
 	stopBy   time.Time // give up on the database after this
+	disarmed bool      // the wake flag is cleared
 	wrapped  bool      // the last chore is done
 }
 
@@ -144,22 +139,26 @@ func New(opts Options) (*Dispatcher, error) {
 		return nil, fmt.Errorf("%s: no [stage-NAME] sections: nothing to dispatch", nameOf(opts.Config))
 	}
 	d := &Dispatcher{
-		cfg:     opts.Config,
-		log:     opts.Log,
-		now:     opts.Now,
-		standby: opts.Standby,
-		byName:  make(map[string]*pool),
-		events:  make(chan event, 1024),
-		wake:    make(chan struct{}, 1),
-		lisErr:  make(chan error, 1),
-		relisen: make(chan *queue.Listener, 1),
-		fatal:   make(chan error, 1),
-		results: make(chan *job, 3),
+		cfg:      opts.Config,
+		log:      opts.Log,
+		now:      opts.Now,
+		standby:  opts.Standby,
+		byName:   make(map[string]*pool),
+		role:     newJanitorRole(),
+		events:   make(chan event, 1024),
+		wake:     make(chan struct{}, 1),
+		lisErr:   make(chan error, 1),
+		relisen:  make(chan LockSession, 1),
+		fatal:    make(chan error, 1),
+		results:  make(chan *job, 2),        // a turn of each lane: a lane never blocks on it
+		choreRes: make(chan choreResult, 1), // the chore lane's one chore
+		reports:  make(chan serviceReport, 8),
 	}
 	for _, l := range d.lanes() {
 		l.jobs = make(chan *job, 1)
 		l.buf.lane = l
 	}
+	d.chores.jobs = make(chan chore, 1)
 	d.backoff = d.reconnectBackoff()
 	d.tally.token = rand.Int64()
 	if d.log == nil {
@@ -225,20 +224,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return err
 	}
 	// lctx ends the goroutines; cancelling it also cancels what the lanes
-	// still run when a stop gave up on the database.
+	// and services still run when a stop gave up on the database.
 	lctx, cancel := context.WithCancel(context.Background())
 	d.goBackground(func() { d.listen(lctx, lis) })
 	for _, l := range d.lanes() {
 		d.goBackground(func() { l.run(lctx, db, d.results) })
 	}
-	if every := d.cfg.Dispatch.VacuumInterval; every > 0 {
-		d.goBackground(func() { d.vacuum(lctx, db, every) })
-	}
+	d.goBackground(func() { d.chores.run(lctx, db, d.choreRes) })
+	services := janitorServices(d, db)
+	d.maintaining = true
+	d.goBackground(func() { d.role.maintain(lctx, services, d.reports, d.log) })
 	err = d.loop(ctx, lctx)
 	cancel()
 	for _, l := range d.lanes() {
 		close(l.jobs)
 	}
+	close(d.chores.jobs)
 	d.bg.Wait()
 	select {
 	case lis := <-d.relisen:
@@ -261,7 +262,7 @@ func (d *Dispatcher) goBackground(fn func()) {
 // start connects, takes the lock, writes its stages' KEY and resets
 // orphans: the only statements run before the loop, and so the only ones
 // not on a lane.
-func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listener, err error) {
+func (d *Dispatcher) start(ctx context.Context) (db Store, lis LockSession, err error) {
 	dc := d.cfg.Dispatch
 	if lis, err = d.dial(ctx); err != nil {
 		return nil, nil, err
@@ -284,9 +285,11 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	if err := d.lock(ctx, lis); err != nil {
 		return nil, lis, err
 	}
-	if db, err = queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set, NoJIT: true}); err != nil {
+	qdb, err := queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set, NoJIT: true})
+	if err != nil {
 		return nil, lis, err
 	}
+	db = qdb
 	if err := db.CheckSchema(ctx); err != nil {
 		return db, lis, err
 	}
@@ -294,7 +297,7 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	if err := d.takeJanitor(ctx, lis); err != nil {
 		return db, lis, err
 	}
-	if err := lis.Listen(ctx, d.janitor.Load()); err != nil {
+	if err := lis.Listen(ctx, d.role.has()); err != nil {
 		return db, lis, fmt.Errorf("listen on %q: %w", dc.IngressChannel, err)
 	}
 	if err := d.setKeys(ctx, db); err != nil {
@@ -313,9 +316,8 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 	d.waker.start(d.now())
 	d.startRates(d.now())
 	d.nextOrphans = d.now().Add(dc.OrphanSweep)
-	d.nextExpire = d.now()
 	d.obs.Health(true)
-	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "set", d.set, "janitor", d.janitor.Load(), "orphans_reset", n,
+	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "set", d.set, "janitor", d.role.has(), "orphans_reset", n,
 		"channel", dc.IngressChannel, "config", d.cfg.Dispatch.ConfigFile, "procs", runtime.GOMAXPROCS(0))
 	return db, lis, nil
 }
@@ -325,7 +327,7 @@ func (d *Dispatcher) start(ctx context.Context) (db *queue.DB, lis *queue.Listen
 // database is a configuration error (exit 2), one that cannot be
 // connected to a runtime one. It runs before the lock is waited for, so
 // that a standby finds out at start, not when it takes over.
-func (d *Dispatcher) checkWorkerDSN(ctx context.Context, lis *queue.Listener) error {
+func (d *Dispatcher) checkWorkerDSN(ctx context.Context, lis LockSession) error {
 	if d.cfg.WorkerDSN == "" {
 		return nil
 	}

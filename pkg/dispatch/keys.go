@@ -117,7 +117,7 @@ func (d *Dispatcher) releaseSettled(settled []queue.Settled) {
 
 // setKeys writes the KEY of this dispatcher's stages to the database
 // (queue.DB.SetFlowKeys), where ingress and settles read it.
-func (d *Dispatcher) setKeys(ctx context.Context, db *queue.DB) error {
+func (d *Dispatcher) setKeys(ctx context.Context, db Store) error {
 	stages := make([]string, 0, len(d.pools))
 	var fks []queue.FlowKey
 	for _, p := range d.pools {

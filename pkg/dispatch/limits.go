@@ -11,8 +11,9 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// poolConns is the size of the dispatcher's pool: the three lanes, the
-// vacuum sweep, one spare.
+// poolConns is the size of the dispatcher's pool: the claim and settle
+// lanes, the chore lane, and the janitor's two services (retention,
+// vacuum).
 const poolConns = 5
 
 // ownConns is how many sessions the dispatcher opens itself: the listener,
@@ -27,7 +28,7 @@ func ownConns(cfg *config.Config) int {
 
 // checkLimits refuses a configuration whose workers cannot all connect:
 // it is checked at start, on lis, before the lock is waited for.
-func (d *Dispatcher) checkLimits(ctx context.Context, lis *queue.Listener) error {
+func (d *Dispatcher) checkLimits(ctx context.Context, lis LockSession) error {
 	limit, err := lis.ConnectionLimit(ctx)
 	if err != nil {
 		return fmt.Errorf("read the server's connection limit: %w", err)

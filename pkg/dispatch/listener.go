@@ -52,12 +52,15 @@ func (d *Dispatcher) reconnectBackoff() backoff {
 
 // dial opens the listener session, retrying with backoff while the server
 // cannot be reached.
-func (d *Dispatcher) dial(ctx context.Context) (*queue.Listener, error) {
+func (d *Dispatcher) dial(ctx context.Context) (LockSession, error) {
 	b := d.reconnectBackoff()
 	for {
 		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
-		if err == nil || !queue.IsConnectFailure(err) {
-			return lis, err
+		if err == nil {
+			return lis, nil
+		}
+		if !queue.IsConnectFailure(err) {
+			return nil, err
 		}
 		wait := b.next()
 		d.log.Warn("database unavailable; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
@@ -70,7 +73,7 @@ func (d *Dispatcher) dial(ctx context.Context) (*queue.Listener, error) {
 // lock takes the locks of the dispatcher's stage set on lis (see
 // queue.Listener.TakeStages), whole or not at all; in standby it waits for
 // the lock that refused it and tries again, until it has the whole set.
-func (d *Dispatcher) lock(ctx context.Context, lis *queue.Listener) error {
+func (d *Dispatcher) lock(ctx context.Context, lis LockSession) error {
 	all, stages := d.owned == nil, d.lockStages()
 	var last string
 	for {
@@ -131,7 +134,7 @@ func (d *Dispatcher) lockStages() []string {
 // checkKeys refuses a configuration in which two stage names share a lock
 // (their hashtext is the same): a dispatcher owning one of them would keep
 // another from owning the other.
-func (d *Dispatcher) checkKeys(ctx context.Context, lis *queue.Listener) error {
+func (d *Dispatcher) checkKeys(ctx context.Context, lis LockSession) error {
 	a, b, err := lis.StageKeyClash(ctx, d.cfg.StageNames())
 	if err != nil {
 		return err
@@ -142,25 +145,9 @@ func (d *Dispatcher) checkKeys(ctx context.Context, lis *queue.Listener) error {
 	return nil
 }
 
-// takeJanitor tries the janitor lock on lis (see queue.Listener.TryJanitor).
-func (d *Dispatcher) takeJanitor(ctx context.Context, lis *queue.Listener) error {
-	if d.janitor.Load() {
-		return nil
-	}
-	ok, err := lis.TryJanitor(ctx)
-	if err != nil {
-		return err
-	}
-	if ok {
-		d.janitor.Store(true)
-		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum)")
-	}
-	return nil
-}
-
 // listen waits for notifications and heartbeats on lis and wakes the loop;
 // a failure is reported once and ends it. It closes lis when it ends.
-func (d *Dispatcher) listen(ctx context.Context, lis *queue.Listener) {
+func (d *Dispatcher) listen(ctx context.Context, lis LockSession) {
 	defer closeListener(lis)
 	poll := d.cfg.Dispatch.PollInterval
 	for {
@@ -188,7 +175,7 @@ func (d *Dispatcher) listen(ctx context.Context, lis *queue.Listener) {
 }
 
 // closeListener ends lis's session, releasing the lock if it holds it.
-func closeListener(lis *queue.Listener) {
+func closeListener(lis LockSession) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = lis.Close(ctx)
@@ -200,9 +187,11 @@ func closeListener(lis *queue.Listener) {
 func (d *Dispatcher) relisten(ctx context.Context) {
 	b := d.reconnectBackoff()
 	for sleep(ctx, b.next()) {
-		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
+		var lis LockSession
+		ql, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
 		var standby bool
 		if err == nil {
+			lis = ql
 			standby, err = lis.StandbyWaits(ctx, d.lockStages(), d.owned == nil)
 		}
 		if err == nil && standby {
@@ -220,12 +209,14 @@ func (d *Dispatcher) relisten(ctx context.Context) {
 				err = d.takeJanitor(ctx, lis)
 			}
 			if err == nil {
-				err = lis.Listen(ctx, d.janitor.Load())
+				err = lis.Listen(ctx, d.role.has())
 			}
 			if err == nil {
 				d.relisen <- lis
 				return
 			}
+			// The session's locks go with it, the janitor lock too.
+			d.role.set(false)
 			closeListener(lis)
 		}
 		d.log.Warn("listener: reconnect failed", "err", err, "next_in", b.cur)

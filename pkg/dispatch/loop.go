@@ -2,22 +2,20 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// idleFlushGap is the least time between two flushes made because the
-// pipeline went idle.
-const idleFlushGap = time.Second
-
 // loop is the dispatcher's one goroutine: it handles events, then takes a
 // turn (enforce deadlines, start the lanes' next jobs), then sleeps until
-// the next event, job result or deadline. Each lane has one job in flight
-// at a time; what workers answer meanwhile goes into the next one, so
-// batches grow with the load. The loop runs no statement itself: a
-// stalled database holds up the lanes, never the loop, so timeouts, exits
-// and signals are handled on time whatever the database does.
+// the next event, job result, service report or deadline. Each lane has
+// one job in flight at a time; what workers answer meanwhile goes into the
+// next one, so batches grow with the load. The loop runs no statement
+// itself: a stalled database holds up the lanes, never the loop, so
+// timeouts, exits and signals are handled on time whatever the database
+// does.
 func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -38,6 +36,11 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 		case j := <-d.results:
 			d.finishJob(j, d.now())
 			d.drainEvents()
+		case r := <-d.choreRes:
+			d.finishChore(r, d.now())
+			d.drainEvents()
+		case r := <-d.reports:
+			d.reported(r)
 		case <-d.wake:
 			d.woken()
 		case err := <-d.lisErr:
@@ -45,7 +48,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			// it now. Until the lock is ours again the queue is not ours
 			// either: answers are kept, nothing is claimed.
 			d.lockless = true
-			d.janitor.Store(false)
+			d.role.set(false)
 			d.log.Error("listener connection failed; reconnecting", "err", err)
 			d.obs.Health(false)
 			d.obs.ListenerReconnect(reason(err))
@@ -112,17 +115,25 @@ func (d *Dispatcher) turn(now time.Time) {
 func (d *Dispatcher) dbFailed(now time.Time, what string, err error) {
 	wait := d.backoff.next()
 	d.retryAt = now.Add(wait)
+	logRetry(d.log, what, err, wait)
 	if queue.IsFenced(err) {
 		// The lock session died under the statement: the listener's
 		// reconnect is what counts it, and re-takes the lock.
-		d.log.Warn("database: "+what+" refused: the lock session is gone; retrying", "next_in", wait.Round(time.Millisecond))
 		return
 	}
-	d.log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 	d.obs.QueueRetry(reason(err))
 	if queue.IsOutage(err) {
 		d.dbDown()
 	}
+}
+
+// logRetry logs a statement that failed and is tried again after wait.
+func logRetry(log *slog.Logger, what string, err error, wait time.Duration) {
+	if queue.IsFenced(err) {
+		log.Warn("database: "+what+" refused: the lock session is gone; retrying", "next_in", wait.Round(time.Millisecond))
+		return
+	}
+	log.Error("database: "+what+" failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
 }
 
 // nextDeadline is when the loop must wake even without events. A lane
@@ -172,7 +183,7 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 	return next
 }
 
-// choreDeadlines passes to soon when the chore lane's next steps fall due.
+// choreDeadlines passes to soon when the next chores fall due.
 func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 	dc := &d.cfg.Dispatch
 	if d.stopping {
@@ -196,12 +207,6 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 			soon(now)
 		}
 		soon(d.nextOrphans)
-	}
-	if dc.Retention > 0 && d.janitor.Load() {
-		if d.expiring {
-			soon(now)
-		}
-		soon(d.nextExpire)
 	}
 }
 

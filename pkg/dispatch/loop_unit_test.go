@@ -72,7 +72,7 @@ func newUnitConf(t *testing.T, conf string) *unit {
 		t.Fatal(err)
 	}
 	u.Dispatcher = d
-	u.lastFlush, u.nextOrphans, u.nextExpire = u.at, u.at.Add(time.Minute), u.at.Add(time.Hour)
+	u.lastFlush, u.nextOrphans = u.at, u.at.Add(time.Minute)
 	u.workerDue = u.at.Add(time.Hour) // as watch leaves it with no worker
 	return u
 }
@@ -99,6 +99,19 @@ func (u *unit) sent(l *lane) *job {
 		return j
 	default:
 		u.t.Fatal("no job was started")
+		return nil
+	}
+}
+
+// sentChore returns the chore the loop handed to the chore lane; the test
+// fails if there is none.
+func (u *unit) sentChore() chore {
+	u.t.Helper()
+	select {
+	case c := <-u.chores.jobs:
+		return c
+	default:
+		u.t.Fatal("no chore was started")
 		return nil
 	}
 }
@@ -234,7 +247,7 @@ func TestNextDeadline(t *testing.T) {
 		{"statistics to write while a chore runs: its result", func(u *unit) {
 			u.tally.dirty = true
 			u.lastFlush = u.at.Add(-300 * time.Millisecond)
-			u.chores.job = &u.chores.buf
+			u.chores.job = &statsWrite{}
 		}, 10 * time.Second},
 		{"the orphan sweep after a reconnect", func(u *unit) { u.orphansNow = true }, 0},
 		{"the orphan sweep waits for the claim", func(u *unit) {
@@ -260,8 +273,7 @@ func TestNextDeadline(t *testing.T) {
 		}, 10 * time.Second},
 		{"a poll past due while the orphan sweep runs: the sweep's result", func(u *unit) {
 			u.waker.pollAt = u.at.Add(-time.Millisecond)
-			u.chores.job = &u.chores.buf
-			u.chores.buf.chore.want = stepOrphans
+			u.chores.job = &orphanSweep{}
 		}, 10 * time.Second},
 		{"a paused row past due while stopping: stopBy", func(u *unit) {
 			u.worker("a", 1)
@@ -466,22 +478,31 @@ func TestFinishChore(t *testing.T) {
 	u.orphansNow = true
 	u.lastFlush = u.at.Add(-time.Minute)
 	u.startChore(u.at)
-	j := u.sent(&u.chores)
-	c := &j.chore
-	if c.want != stepOrphans|stepFlush || c.age != 0 || u.tally.dirty {
-		t.Fatalf("chore %+v, tally dirty %v", c, u.tally.dirty)
+	sw, ok := u.sentChore().(*orphanSweep)
+	if !ok || sw.age != 0 {
+		t.Fatalf("first chore %#v, want an orphan sweep of any age", sw)
 	}
 	if u.startClaim(u.at); u.claimer.job != nil {
 		t.Fatal("a claim started during the orphan sweep")
 	}
-	// The sweep ran, the write failed: the write is kept, to be sent again
-	// as it was, and the sweep's count is new deltas.
-	c.did, c.reset = stepOrphans, 2
-	j.err = errors.New("lock timeout")
-	u.finishJob(j, u.at)
-	if u.orphansNow || u.tally.global.Orphans != 2 || u.tally.stage("a").Processed != 0 || !u.tally.dirty ||
-		len(u.tally.unflushed) != 1 || u.tally.unflushed[0].Stages[0].Processed != 1 {
-		t.Errorf("after the chore: orphansNow %v, tally %+v %+v, unflushed %+v", u.orphansNow, u.tally.global, *u.tally.stage("a"), u.tally.unflushed)
+	if u.startChore(u.at); len(u.chores.jobs) != 0 {
+		t.Fatal("a second chore started beside the first")
+	}
+	sw.reset = 2
+	u.finishChore(choreResult{c: sw}, u.at)
+	if u.orphansNow || u.tally.global.Orphans != 2 || !u.nextOrphans.After(u.at) {
+		t.Errorf("after the sweep: orphansNow %v, orphans %d, next in %s", u.orphansNow, u.tally.global.Orphans, u.nextOrphans.Sub(u.at))
+	}
+	// The write that follows takes the deltas; it fails: it is kept, to be
+	// sent again as it was.
+	u.startChore(u.at)
+	w, ok := u.sentChore().(*statsWrite)
+	if !ok || u.tally.dirty || len(w.flushes) != 1 || w.flushes[0].Global.Orphans != 2 || w.flushes[0].Stages[0].Processed != 1 {
+		t.Fatalf("second chore %#v, tally dirty %v", w, u.tally.dirty)
+	}
+	u.finishChore(choreResult{c: w, err: errors.New("lock timeout")}, u.at)
+	if !u.tally.pending() || len(u.tally.unflushed) != 1 || u.tally.unflushed[0].Stages[0].Processed != 1 {
+		t.Errorf("after the failed write: unflushed %+v", u.tally.unflushed)
 	}
 	if !strings.Contains(u.log.String(), "database: writing statistics failed") || !u.retryAt.After(u.at) {
 		t.Errorf("no retry of the write: %s", u.log)
@@ -505,17 +526,30 @@ func TestStopWrapUp(t *testing.T) {
 		t.Fatal("wrapping up while a settle runs")
 	}
 	u.finishJob(j, u.at)
+	// The janitor's services stop first: a retention step in flight ends,
+	// and what it deleted is written with the rest.
+	u.maintaining = true
 	u.tally.dirty = true
+	if u.startJobs(u.at); u.chores.job != nil {
+		t.Fatal("wrapping up while the services run")
+	}
+	u.reported(serviceReport{expired: 3})
+	u.reported(serviceReport{over: true})
 	u.startJobs(u.at)
-	j = u.sent(&u.chores)
-	if !j.chore.final || j.chore.want != stepFlush|stepDisarm {
-		t.Fatalf("last chore %+v", j.chore)
+	sw, ok := u.sentChore().(*statsWrite)
+	if !ok || sw.flushes[0].Global.Expired != 3 {
+		t.Fatalf("first last chore %#v, want the statistics with the services' count", sw)
+	}
+	u.finishChore(choreResult{c: sw}, u.at)
+	u.startJobs(u.at)
+	if _, ok := u.sentChore().(*disarm); !ok {
+		t.Fatal("no disarm after the statistics")
 	}
 	if u.stopped(u.at) {
 		t.Fatal("stopped before the last chore")
 	}
-	j.chore.did = j.chore.want
-	u.finishJob(j, u.at)
+	u.finishChore(choreResult{c: u.chores.job}, u.at)
+	u.startJobs(u.at)
 	if !u.stopped(u.at) {
 		t.Fatal("not stopped after the last chore")
 	}
@@ -688,61 +722,5 @@ func TestClaimStaleJudge(t *testing.T) {
 	u.finishJob(u.claimJob(map[string]int{"a": 8}, nil), u.at)
 	if u.waker.armAfter != 2*armAfterMin {
 		t.Fatalf("after a wake that brought nothing: armAfter %v, want %v", u.waker.armAfter, 2*armAfterMin)
-	}
-}
-
-// The retention sweep sizes the ranges of message ids by the ids drawn
-// between two walks: the first walk cannot, so a second follows a second
-// later; after that, a range holds what one span (RETENTION/4) draws. A
-// failed retire of emptied ranges is logged, and the walk's deletions are
-// booked all the same.
-func TestRetentionMessageWidth(t *testing.T) {
-	u := newUnitConf(t, strings.Replace(unitConf, "RETENTION = 0\n", "RETENTION = 60\n", 1))
-	u.janitor.Store(true)
-	u.nextExpire = u.at
-	walk := func(at time.Time, seq int64) *chore {
-		t.Helper()
-		u.at, u.lastFlush = at, at.Add(time.Hour) // no flush in the way
-		u.startChore(at)
-		j := u.sent(&u.chores)
-		c := &j.chore
-		if c.want != stepExpire {
-			t.Fatalf("chore at %v wants %b, want the retention sweep", at, c.want)
-		}
-		ids := c.ids
-		c.did, c.seq, c.expired = stepExpire, seq, 3
-		u.finishJob(j, at)
-		c.ids = ids
-		return c
-	}
-	if c := walk(u.at, 1000); c.ids != 0 {
-		t.Errorf("first walk: ranges of %d ids, want the last one's width (0)", c.ids)
-	}
-	if want := u.at.Add(time.Second); !u.nextExpire.Equal(want) {
-		t.Fatalf("next walk at %v, want a second later", u.nextExpire)
-	}
-	start := u.at
-	if c := walk(start.Add(time.Second), 1500); c.ids != 0 {
-		t.Errorf("second walk: ranges of %d ids, want 0 (no rate measured before it)", c.ids)
-	}
-	if want := start.Add(time.Second + doneWidth(time.Minute)); !u.nextExpire.Equal(want) {
-		t.Fatalf("next walk at %v, want %v (a span later)", u.nextExpire, want)
-	}
-	// 500 ids a second, a span of 15 s.
-	u.at = u.nextExpire
-	u.lastFlush = u.at.Add(time.Hour)
-	u.startChore(u.at)
-	j := u.sent(&u.chores)
-	if j.chore.ids != 7500 {
-		t.Errorf("third walk: ranges of %d ids, want 7 500", j.chore.ids)
-	}
-	j.chore.did, j.chore.seq, j.chore.expired = stepExpire, 9000, 3
-	j.chore.retireErr = errors.New("lock timeout")
-	u.finishJob(j, u.at)
-	if u.tally.global.Expired != 9 || j.err != nil {
-		t.Errorf("expired %d (want 9), job error %v", u.tally.global.Expired, j.err)
-	}
-	if !strings.Contains(u.log.String(), "retention: ranges of messages not dropped") {
-		t.Errorf("no warning for the failed retire: %s", u.log)
 	}
 }

@@ -9,12 +9,14 @@ import (
 // gives up on them: the next start's orphan reset puts the rows back.
 const stopSlack = 5 * time.Second
 
-// beginStop stops claiming and tells every worker to exit.
+// beginStop stops claiming, tells every worker to exit and the janitor's
+// services to stop.
 func (d *Dispatcher) beginStop() {
 	if d.stopping {
 		return
 	}
 	d.stopping = true
+	close(d.role.quit)
 	now := d.now()
 	d.stopBy = now.Add(d.cfg.Dispatch.ShutdownGrace + stopSlack)
 	for _, p := range d.pools {
@@ -25,10 +27,11 @@ func (d *Dispatcher) beginStop() {
 }
 
 // readyToWrapUp reports whether a stopping dispatcher may start its last
-// chore: every worker gone, every verdict settled (or, without the lock,
-// given up), no claim in flight.
+// chores: every worker gone, every verdict settled (or, without the lock,
+// given up), no job in flight, and the services stopped (a retention step
+// in flight ends first, so that what it deleted is counted).
 func (d *Dispatcher) readyToWrapUp() bool {
-	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (len(d.settles) == 0 || d.lockless)
+	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (len(d.settles) == 0 || d.lockless) && !d.maintaining
 }
 
 // stopped reports whether the loop may return: every worker gone and the

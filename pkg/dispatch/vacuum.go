@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -14,52 +15,62 @@ const (
 	vacuumScale = 0.05
 )
 
-// vacuum keeps pepsi.state_live, pepsi.message_default and pepsi.ingress
-// from bloating until ctx is done: every VACUUM_INTERVAL it reads each
-// table's live and dead row counts and vacuums it when the rule says so.
-// Every stage pass rewrites a queue row twice (settle, claim), and the
-// retention sweep deletes the messages that expire from the default
-// partition; with the server's autovacuum off, or asleep between its
-// rounds, the dead versions pile up in the heap and in the claim's index
-// walk, and each claim and settle pays for them. It owns no dispatcher
-// state: it only reads the statistics and runs VACUUM on a pool
-// connection of its own.
-func (d *Dispatcher) vacuum(ctx context.Context, db *queue.DB, every time.Duration) {
-	t := time.NewTicker(every)
+// vacuum is the janitor's vacuum check. Every pass rewrites a queue row
+// twice (settle, claim), and the retention sweep deletes the messages that
+// expire from the default partition; with the server's autovacuum off, or
+// asleep between its rounds, the dead versions pile up in the heap and in
+// the claim's index walk, and each claim and settle pays for them. So
+// every VACUUM_INTERVAL it reads the live and dead row counts of
+// pepsi.state_live, pepsi.message_default and pepsi.ingress and vacuums a
+// table when the rule says so (see docs/design.md, "Vacuum").
+type vacuum struct {
+	startStop
+	store vacuumStore
+	log   *slog.Logger
+	every time.Duration // VACUUM_INTERVAL
+}
+
+// Start checks the tables every interval until Stop.
+func (v *vacuum) Start(ctx context.Context) error {
+	v.start(ctx, v.run)
+	return nil
+}
+
+// run checks until stop; a Stop cancels a VACUUM in flight, which leaves
+// nothing half done.
+func (v *vacuum) run(_, stop context.Context) {
+	t := time.NewTicker(v.every)
 	defer t.Stop()
 	failing := false
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop.Done():
 			return
 		case <-t.C:
 		}
-		if !d.janitor.Load() {
-			continue // another dispatcher vacuums
-		}
 		var err error
 		for _, table := range queue.Vacuumed {
-			if err = d.vacuumTable(ctx, db, table); err != nil {
+			if err = v.check(stop, table); err != nil {
 				break
 			}
 		}
-		if err != nil && ctx.Err() == nil && !failing {
-			d.log.Warn("vacuum sweep failed; retrying at the next interval", "err", err)
+		if err != nil && stop.Err() == nil && !failing {
+			v.log.Warn("vacuum sweep failed; retrying at the next interval", "err", err)
 		}
 		failing = err != nil
 	}
 }
 
-// vacuumTable vacuums table when the rule says so.
-func (d *Dispatcher) vacuumTable(ctx context.Context, db *queue.DB, table string) error {
-	c, err := db.TableChurn(ctx, table)
+// check vacuums table when the rule says so.
+func (v *vacuum) check(ctx context.Context, table string) error {
+	c, err := v.store.TableChurn(ctx, table)
 	if err != nil || float64(c.Dead) <= vacuumBase+vacuumScale*float64(c.Live) {
 		return err
 	}
 	start := time.Now()
-	if err := db.Vacuum(ctx, table); err != nil {
+	if err := v.store.Vacuum(ctx, table); err != nil {
 		return err
 	}
-	d.log.Debug("vacuumed "+table, "dead", c.Dead, "live", c.Live, "took", time.Since(start).Round(time.Millisecond))
+	v.log.Debug("vacuumed "+table, "dead", c.Dead, "live", c.Live, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
