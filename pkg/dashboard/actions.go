@@ -2,9 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
@@ -21,18 +23,37 @@ type field struct{ Name, Value string }
 // actionPage is a confirmation (Done false: what the action would touch)
 // or a result (Done true: what it touched).
 type actionPage struct {
-	Action  string  `json:"action"` // retry or purge
-	What    string  `json:"what"`   // the selection, in words
-	Done    bool    `json:"done"`
-	Count   int64   `json:"count"`                     // messages it would change, or changed
-	Pending int64   `json:"already_pending,omitempty"` // retry by id: messages left alone, pending already
-	Held    int64   `json:"held,omitempty"`            // running messages left alone: a dispatcher holds them
-	HeldBy  string  `json:"held_by,omitempty"`         // that dispatcher
-	User    string  `json:"user"`
-	Next    string  `json:"next_url"` // where to see the messages
-	Fields  []field `json:"-"`
+	Action  string `json:"action"` // retry or purge
+	What    string `json:"what"`   // the selection, in words
+	Done    bool   `json:"done"`
+	Count   int64  `json:"count"`                     // messages it would change, or changed
+	Pending int64  `json:"already_pending,omitempty"` // retry: messages left alone, pending already
+	Held    int64  `json:"held,omitempty"`            // running messages left alone: a dispatcher holds them
+	HeldBy  string `json:"held_by,omitempty"`         // that dispatcher
+	// Live are messages of a purge's selection left alone for being
+	// unfinished (pending, running, paused).
+	Live int64 `json:"live_left_alone,omitempty"`
+	// Missing are ticked messages that no longer exist.
+	Missing   int64   `json:"missing,omitempty"`
+	User      string  `json:"user"`
+	Next      string  `json:"next_url"`             // where to see the messages
+	ResultURL string  `json:"result_url,omitempty"` // the result's page, once done
+	Fields    []field `json:"-"`
+	Verb      verb    `json:"-"`
 
 	id int64 // the message, for an action on one
+}
+
+// verb is how the pages speak of an action.
+type verb struct {
+	Do, Done string // "Retry", "Retried"
+	What     string // what it does to the messages, before the selection
+	Command  string // the pepsi command that does the same
+}
+
+var verbs = map[string]verb{
+	"retry": {"Retry", "Retried", "Put back to pending, with attempts, timeout and errors cleared,", "pepsi queue retry"},
+	"purge": {"Purge", "Purged", "Delete, payload and all,", "pepsi queue purge"},
 }
 
 // actor returns the user of r if it may act, else answers 403 and returns false.
@@ -90,18 +111,17 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 			d.fail(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		page.Action, page.User = name, user
+		page.Action, page.User, page.Verb = name, user, verbs[name]
 		yes, ok := d.confirmed(w, r)
 		if !ok {
 			return
 		}
-		title := strings.ToUpper(name[:1]) + name[1:]
 		if !yes {
 			if err := a.count(r.Context(), db, &page); err != nil {
 				d.missing(w, r, page.id, err)
 				return
 			}
-			d.render(w, r, http.StatusOK, "action", view{Title: title + "?", Page: page})
+			d.render(w, r, http.StatusOK, "action", view{Title: page.Verb.Do + "?", Page: page})
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
@@ -112,10 +132,92 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 			return
 		}
 		page.Done = true
+		d.counts.invalidate()
 		d.log.Info("dashboard: "+done, "user", user, "remote", r.RemoteAddr, "what", page.What,
-			"changed", page.Count, "already_pending", page.Pending, "held", page.Held)
-		d.render(w, r, http.StatusOK, "action", view{Title: strings.ToUpper(done[:1]) + done[1:], Page: page})
+			"changed", page.Count, "already_pending", page.Pending, "held", page.Held, "live_left_alone", page.Live, "missing", page.Missing)
+		// Post, redirect, get: the result has a page of its own, so that
+		// reloading it does not act again.
+		page.ResultURL = "/actions/" + d.results.put(user, page)
+		if wantsJSON(r) {
+			writeJSON(w, http.StatusOK, page)
+			return
+		}
+		http.Redirect(w, r, page.ResultURL, http.StatusSeeOther)
 	}
+}
+
+// actionResult shows an action's result to the user who acted.
+func (d *Dashboard) actionResult(w http.ResponseWriter, r *http.Request) {
+	if !d.paramsOK(w, r) {
+		return
+	}
+	user, _ := d.opts.Auth.canAct(r)
+	page, ok := d.results.get(r.PathValue("token"), user)
+	if !ok {
+		d.fail(w, r, http.StatusNotFound, "no such result: results are kept for an hour, for the user who acted")
+		return
+	}
+	d.render(w, r, http.StatusOK, "action", view{Title: page.Verb.Done, Page: page})
+}
+
+// Results are kept this long, and at most this many.
+const (
+	resultsKept = time.Hour
+	maxResults  = 1000
+)
+
+// results are the actions' results, for their pages, by a random token.
+type results struct {
+	mu sync.Mutex
+	m  map[string]result
+}
+
+type result struct {
+	user string
+	at   time.Time
+	page actionPage
+}
+
+// put keeps page, the result of user's action, and returns its token;
+// results older than resultsKept go, and the oldest beyond maxResults.
+func (rs *results) put(user string, page actionPage) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[string]result{}
+	}
+	now := time.Now()
+	for k, x := range rs.m {
+		if now.Sub(x.at) > resultsKept {
+			delete(rs.m, k)
+		}
+	}
+	for len(rs.m) >= maxResults {
+		oldest := ""
+		for k, x := range rs.m {
+			if oldest == "" || x.at.Before(rs.m[oldest].at) {
+				oldest = k
+			}
+		}
+		delete(rs.m, oldest)
+	}
+	page.ResultURL = "/actions/" + token
+	rs.m[token] = result{user, now, page}
+	return token
+}
+
+// get returns the result of token if user made it.
+func (rs *results) get(token, user string) (actionPage, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	x, ok := rs.m[token]
+	if !ok || x.user != user || time.Since(x.at) > resultsKept {
+		return actionPage{}, false
+	}
+	return x.page, true
 }
 
 // held fills in the running messages a repair left (or would leave) alone.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -42,8 +43,15 @@ const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
 
 // TestBrowser drives the dashboard in headless Chromium as an operator
 // would: the overview (its screenshot saved under the test's artifact
-// directory), the failures, one group's messages, the group retried
-// through the confirmation, and its messages pending.
+// directory, and by make screenshot for the README) with the failures of
+// the last minutes, the backlogs' trends and the charts on one scale; its
+// banners, each provoked in turn (a standby gone, a stage no section
+// configures, running messages no dispatcher holds); a failure group's
+// messages, three of them ticked and retried through the confirmation, the
+// result a page of its own that a reload does not post again, the rest
+// retried at another stage with a priority; the pages at a phone's width
+// (390 px: the overview's failed column in view without scrolling, the
+// page not scrolling sideways) and in the dark.
 func TestBrowser(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
@@ -55,7 +63,8 @@ func TestBrowser(t *testing.T) {
 	}
 	t.Parallel()
 	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}, stages: []string{"parse", "enrich", "deliver"}, noSampler: true})
-	lost := seedPipeline(t, s)
+	seed := seedPipeline(t, s)
+	lost := seed.lost
 
 	profile := t.TempDir()
 	var out bytes.Buffer
@@ -64,7 +73,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.NoSandbox, // root in CI
 		chromedp.DisableGPU,
 		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 720),
+		chromedp.WindowSize(1400, 1000),
 		chromedp.CombinedOutput(&out),
 	)...)
 	browser, closeTab := chromedp.NewContext(actx)
@@ -77,12 +86,40 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	defer stop()
-	// Every step within two minutes: Chromium starts slowly on a busy machine.
-	c, cancel := context.WithTimeout(browser, 2*time.Minute)
+	// Every step within three minutes: Chromium starts slowly on a busy machine.
+	c, cancel := context.WithTimeout(browser, 3*time.Minute)
 	defer cancel()
 	fatal := func(step string, err error) {
 		t.Helper()
 		t.Fatalf("%s: %v\nChromium said:\n%s", step, err, out.String())
+	}
+	shot := func(name string) []byte {
+		t.Helper()
+		png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
+		if err != nil {
+			fatal("screenshot "+name, err)
+		}
+		path := filepath.Join(t.ArtifactDir(), name+".png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+		return png
+	}
+	// overview loads the overview until sel is on it (the counts it shows
+	// may be a moment old).
+	overview := func(step, sel string) {
+		t.Helper()
+		testkit.Wait(t, step, 2*time.Minute, func() bool {
+			if err := chromedp.Do(c, chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(chromedp.CSS("table.stages"))); err != nil {
+				fatal(step, err)
+			}
+			n, err := chromedp.Run(c, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+			if err != nil {
+				fatal(step, err)
+			}
+			return n > 0
+		})
 	}
 
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:"+alicePass))
@@ -96,28 +133,66 @@ func TestBrowser(t *testing.T) {
 		fatal("sign in", err)
 	}
 
-	// The overview, and its screenshot.
-	if err := chromedp.Do(c, chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(chromedp.CSS("table.stages svg.chart"))); err != nil {
-		fatal("open the overview", err)
-	}
+	// The overview, all well, and its screenshot.
+	overview("open the overview", "table.stages svg.chart")
 	text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("section.dispatcher")))
 	if err != nil || !strings.Contains(text, "owns every stage") || !strings.Contains(text, "Standbys waiting") {
 		t.Errorf("the overview's dispatcher: %q, %v", text, err)
 	}
-	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
-	if err != nil {
-		fatal("screenshot", err)
+	if n := len(columnTexts(t, c, "li.banner")); n != 0 {
+		t.Errorf("all is well, and the overview has %d banners: %v", n, columnTexts(t, c, "li.banner"))
 	}
-	shot := filepath.Join(t.ArtifactDir(), "overview.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
+	// Per stage: failed first, the failures of the last 15 minutes with
+	// their share, the backlog's trend.
+	heads := columnTexts(t, c, "table.stages thead th")
+	if len(heads) < 4 || heads[1] != "failed" || heads[2] != "pending" || !strings.HasPrefix(heads[3], "failures") {
+		t.Errorf("the overview's columns: %v", heads)
 	}
-	t.Logf("screenshot of the overview: %s", shot)
+	trends := columnTexts(t, c, "table.stages tbody td.trend")
+	if len(trends) != 3 || !strings.HasPrefix(trends[1], "▼") || !strings.Contains(trends[1], "empty in") || !strings.HasPrefix(trends[2], "▲") {
+		t.Errorf("the backlogs' trends (enrich draining, deliver growing): %v", trends)
+	}
+	if f := columnTexts(t, c, "table.stages tbody td.failing"); len(f) != 3 || !strings.Contains(f[0], "%") {
+		t.Errorf("the failures of the last 15 minutes: %v", f)
+	}
+	if z := columnTexts(t, c, "table.stages tbody td.zero a"); len(z) == 0 {
+		t.Error("no count of 0 on the overview")
+	}
+	// Zero is never red: a failed count of 0 is drawn as any zero.
+	if red, err := chromedp.Run(c, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("td.zero a"), a => getComputedStyle(a).color)`)); err != nil ||
+		slices.Contains(red, "rgb(192, 57, 43)") {
+		t.Errorf("a zero drawn red: %v, %v", red, err)
+	}
+	png := shot("overview")
 	if p := os.Getenv(screenshotEnv); p != "" {
 		if err := os.WriteFile(p, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+
+	// The banners, each provoked in turn. The standby goes: the dispatcher
+	// it waited for runs without one.
+	seed.stopStandby()
+	overview("the lost standby's banner", "li.banner.no_standby")
+	if b := columnTexts(t, c, "li.banner.no_standby"); len(b) != 1 || !strings.Contains(b[0], "runs without a standby: the last one, pid ") {
+		t.Errorf("the lost standby's banner: %v", b)
+	}
+	// Messages at a stage no section configures.
+	s.enqueue("legacy", 3, nil)
+	overview("the unconfigured stage's banner", "li.banner.unconfigured")
+	if b := columnTexts(t, c, "li.banner.unconfigured"); len(b) != 1 || !strings.Contains(b[0], "Stage legacy holds 3 unfinished messages, and no [stage-legacy] section") {
+		t.Errorf("the unconfigured stage's banner: %v", b)
+	}
+	// The dispatcher stops: its running messages are held by none.
+	seed.stopDispatcher()
+	overview("the banner of running messages without a dispatcher", "li.banner.orphans")
+	if b := columnTexts(t, c, "li.banner.orphans"); len(b) != 1 || !strings.HasPrefix(b[0], "20 messages are running with no dispatcher to hold them (stage parse: 4, enrich: 8, deliver: 8)") {
+		t.Errorf("the orphans' banner: %q", b)
+	}
+	if b := columnTexts(t, c, "li.banner.no_dispatcher"); len(b) != 1 {
+		t.Errorf("no dispatcher, and no banner says so: %v", columnTexts(t, c, "li.banner"))
+	}
+	shot("overview-banners")
 
 	// Failures; the group of lost orders; its messages.
 	if err := chromedp.Do(c,
@@ -131,46 +206,163 @@ func TestBrowser(t *testing.T) {
 	if got := columnTexts(t, c, "table.messages td.status"); len(got) != len(lost) || slices.ContainsFunc(got, func(s string) bool { return s != "failed" }) {
 		t.Fatalf("the group's messages: %v, want %d failed", got, len(lost))
 	}
-
-	// Retry it: a confirmation that counts them, then the retry.
-	if err := chromedp.Do(c, chromedp.Click(chromedp.CSS(`form.action[action="/retry"] button`)), chromedp.WaitVisible(chromedp.CSS("p.count"))); err != nil {
-		fatal("ask to retry", err)
+	if total := columnTexts(t, c, "p.total strong"); len(total) != 1 || total[0] != strconv.Itoa(len(lost)) {
+		t.Errorf("the group's total: %v", total)
 	}
-	if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("p.count"))); err != nil || !strings.Contains(text, strconv.Itoa(len(lost))+" messages now") {
+	// The action bar is above the list; with nothing ticked, its buttons
+	// for the ticked messages are off.
+	if above, err := chromedp.Run(c, chromedp.Evaluate[bool](`document.querySelector("form.bulk").getBoundingClientRect().bottom <= document.querySelector("table.messages").getBoundingClientRect().top`)); err != nil || !above {
+		t.Errorf("the action bar is not above the list: %v", err)
+	}
+	if off, err := chromedp.Run(c, chromedp.Evaluate[bool](`document.querySelector("button.ticked").disabled`)); err != nil || !off {
+		t.Errorf("Retry of the ticked messages is offered with none ticked: %v", err)
+	}
+
+	// Tick three, and retry them: a confirmation that counts them, then the
+	// retry, its result a page of its own.
+	ids := columnTexts(t, c, "table.messages td.n a")
+	ticked := ids[:3]
+	for _, id := range ticked {
+		if err := chromedp.Do(c, chromedp.Click(chromedp.CSS(`input[name="id"][value="`+id+`"]`))); err != nil {
+			fatal("tick "+id, err)
+		}
+	}
+	shot("messages-ticked")
+	if err := chromedp.Do(c, chromedp.Click(chromedp.CSS(`button.ticked[formaction="/retry"]`)), chromedp.WaitVisible(chromedp.CSS("p.count"))); err != nil {
+		fatal("ask to retry the ticked messages", err)
+	}
+	if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("p.count"))); err != nil || !strings.Contains(text, "3 messages now") {
 		t.Fatalf("the confirmation says %q, %v", text, err)
 	}
 	if st := s.states(lost); st[0].Status != "failed" {
 		t.Fatalf("the confirmation retried: %+v", st[0])
 	}
+	shot("confirmation")
 	if err := chromedp.Do(c, chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.CSS("a.next"))); err != nil {
 		fatal("confirm", err)
 	}
-	if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("main p.ok"))); err != nil || !strings.HasPrefix(text, "Retried "+strconv.Itoa(len(lost))+" messages") {
+	shot("result")
+	if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("main p.ok"))); err != nil || !strings.HasPrefix(text, "Retried 3 messages") {
 		t.Errorf("the result says %q, %v", text, err)
 	}
+	loc, err := chromedp.Run(c, chromedp.Location())
+	if err != nil || !strings.HasPrefix(loc, s.base+"/actions/") {
+		t.Errorf("the result is at %q, not a page of its own (%v)", loc, err)
+	}
+	retried := func() (n int) {
+		for _, st := range s.states(lost) {
+			if st.Status == "pending" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := retried(); n != 3 {
+		t.Errorf("%d of the group retried, want the 3 ticked", n)
+	}
+	// A reload shows the result again, and does nothing.
+	s.exec(`UPDATE pepsi.state SET status = 'failed', error = 'again' WHERE id = $1`, atoi(t, ticked[0]))
+	if err := chromedp.Do(c, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("a.next"))); err != nil {
+		fatal("reload the result", err)
+	}
+	if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("main p.ok"))); err != nil || !strings.HasPrefix(text, "Retried 3 messages") {
+		t.Errorf("the result, reloaded, says %q, %v", text, err)
+	}
+	if st := s.states([]int64{atoi(t, ticked[0])}); st[0].Status != "failed" {
+		t.Errorf("the reload retried again: %+v", st[0])
+	}
+	s.exec(`UPDATE pepsi.state SET status = 'pending', error = NULL WHERE id = $1`, atoi(t, ticked[0]))
 
+	// The rest of the group, at stage deliver with priority -5: every
+	// message the list's filter matches.
+	if err := chromedp.Do(c, chromedp.Navigate(s.base+"/messages?stage=enrich&status=failed&reason=order+N%3A+sku+not+in+the+catalogue"),
+		chromedp.WaitVisible(chromedp.CSS("table.messages")),
+		chromedp.SetValue(chromedp.CSS(`form.bulk select[name="to_stage"]`), "deliver"),
+		chromedp.SetValue(chromedp.CSS(`form.bulk input[name="priority"]`), "-5"),
+		chromedp.Click(chromedp.CSS(`button.all[formaction="/retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS("p.count")),
+	); err != nil {
+		fatal("ask to retry the rest of the group", err)
+	}
+	rest := strconv.Itoa(len(lost) - 3)
+	if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("main"))); err != nil || !strings.Contains(text, rest+" messages now") || !strings.Contains(text, "at stage deliver with priority -5") {
+		t.Fatalf("the confirmation of the rest says %q, %v", text, err)
+	}
+	if err := chromedp.Do(c, chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.CSS("a.next"))); err != nil {
+		fatal("confirm the rest", err)
+	}
+	for i, st := range s.states(lost) {
+		want := "deliver"
+		if slices.Contains(ticked, strconv.FormatInt(lost[i], 10)) {
+			want = "enrich"
+		}
+		if st.Status != "pending" || st.Error != nil || st.Attempts != 0 || st.Stage != want {
+			t.Errorf("message %d after the retries: %+v, want pending at %s", lost[i], st, want)
+		}
+	}
 	// The messages, pending.
 	if err := chromedp.Do(c, chromedp.Click(chromedp.CSS("a.next")), chromedp.WaitVisible(chromedp.CSS("table.messages"))); err != nil {
 		fatal("see the messages", err)
 	}
-	ids := columnTexts(t, c, "table.messages td:first-child")
-	for _, id := range lost {
-		if !slices.Contains(ids, strconv.FormatInt(id, 10)) {
-			t.Errorf("message %d is not in the pending list %v", id, ids)
-		}
-	}
-	if got := columnTexts(t, c, "table.messages td.status"); slices.ContainsFunc(got, func(s string) bool { return s != "pending" }) {
+	if got := columnTexts(t, c, "table.messages td.status"); len(got) == 0 || slices.ContainsFunc(got, func(s string) bool { return s != "pending" }) {
 		t.Errorf("statuses after the retry: %v", got)
 	}
-	for i, st := range s.states(lost) {
-		if st.Status != "pending" || st.Error != nil || st.Attempts != 0 {
-			t.Errorf("message %d after the retry: %+v", lost[i], st)
+
+	// A phone: 390 px wide. The page does not scroll sideways; the
+	// overview's stage, failed and pending columns are in view.
+	if err := chromedp.Do(c, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulatePortrait)); err != nil {
+		fatal("a phone's viewport", err)
+	}
+	overview("the overview on a phone", "table.stages")
+	type box struct{ Right, Width, Scroll float64 }
+	for _, col := range []string{"th[scope=row]", "td:nth-of-type(1)", "td:nth-of-type(2)"} { // stage, failed, pending
+		b, err := chromedp.Run(c, chromedp.Evaluate[box](`(() => { const r = document.querySelector("table.stages tbody tr").querySelector(`+strconv.Quote(col)+`).getBoundingClientRect();
+			return {Right: r.right, Width: window.innerWidth, Scroll: document.documentElement.scrollWidth}; })()`))
+		if err != nil {
+			fatal("measure "+col, err)
+		}
+		if b.Width != 390 || b.Right > b.Width || b.Scroll > b.Width {
+			t.Errorf("at 390 px, %s ends at %v px of a %v px window, the page %v px wide", col, b.Right, b.Width, b.Scroll)
 		}
 	}
+	shot("overview-phone")
+	for _, path := range []string{"/messages?status=pending", "/failures", "/messages/" + strconv.FormatInt(lost[0], 10)} {
+		if err := chromedp.Do(c, chromedp.Navigate(s.base+path), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
+			fatal("open "+path+" on a phone", err)
+		}
+		if w, err := chromedp.Run(c, chromedp.Evaluate[float64](`document.documentElement.scrollWidth`)); err != nil || w > 390 {
+			t.Errorf("%s on a phone is %v px wide (%v)", path, w, err)
+		}
+		shot("phone" + strings.NewReplacer("/", "-", "?", "-", "=", "-").Replace(path))
+	}
+
+	// In the dark.
+	if err := chromedp.Do(c, chromedp.EmulateViewport(1400, 1000), func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return chromedp.Void{}, err
+	}); err != nil {
+		fatal("the dark", err)
+	}
+	overview("the overview in the dark", "table.stages")
+	if bg, err := chromedp.Run(c, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`)); err != nil || bg != "rgb(22, 25, 28)" {
+		t.Errorf("the page's background in the dark: %q, %v", bg, err)
+	}
+	shot("overview-dark")
 
 	// Chromium goes, all of it.
 	stop()
 	testkit.Wait(t, "Chromium's processes to exit", time.Minute, func() bool { return len(processesUsing(profile)) == 0 })
+}
+
+// atoi reads a message id the page showed.
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // columnTexts returns the text of every element sel matches.
@@ -201,10 +393,18 @@ func processesUsing(dir string) []int {
 	return pids
 }
 
+// seeded is what seedPipeline made: the failure group the browser
+// retries, and how to stop the dispatcher and its standby.
+type seeded struct {
+	lost                        []int64
+	stopDispatcher, stopStandby func()
+}
+
 // seedPipeline fills the site with a pipeline's worth of messages, a
-// dispatcher and a standby, and 15 minutes of throughput; it returns the
-// failure group the browser retries.
-func seedPipeline(t *testing.T, s *site) (lost []int64) {
+// dispatcher and a standby, 15 minutes of throughput and of backlog
+// (enrich's draining, deliver's growing); it returns the failure group the
+// browser retries.
+func seedPipeline(t *testing.T, s *site) seeded {
 	t.Helper()
 	for _, st := range []struct {
 		stage                          string
@@ -216,20 +416,22 @@ func seedPipeline(t *testing.T, s *site) (lost []int64) {
 		s.exec(`UPDATE pepsi.state SET status = 'running' WHERE id = ANY($1)`, ids[st.done+st.paused:st.done+st.paused+st.running])
 		s.exec(`UPDATE pepsi.state SET updated_at = now() - interval '3 minutes' WHERE id = $1`, ids[len(ids)-1])
 	}
-	lost = s.enqueue("enrich", 12, []byte(`{"order":2}`))
+	lost := s.enqueue("enrich", 12, []byte(`{"order":2}`))
 	for i, id := range lost {
 		s.fail([]int64{id}, "order "+strconv.Itoa(4100+i*7)+": sku not in the catalogue")
 	}
 	s.fail(s.enqueue("deliver", 3, nil), "upstream 503 after 30s")
 	s.fail(s.enqueue("parse", 1, nil), `invalid JSON at byte 17: <script>`)
-	holdLock(t, s.dsn)
-	standby(t, s.dsn)
+	disp := holdLock(t, s.dsn)
+	_, stopStandby := stoppableStandby(t, s.dsn, "")
 
 	// What the dispatcher would have written over 15 minutes, as the
 	// server would have sampled it every 5 s (the site's own sampler is
-	// off), ending with what the table holds.
+	// off), ending with what the table holds; and the pending messages as
+	// it would have counted them.
 	now := time.Now()
 	rates := map[string]float64{"parse": 6, "enrich": 3.2, "deliver": 7.5}
+	share := map[string]float64{"parse": 0.004, "enrich": 0.03, "deliver": 0.012}
 	ok, failed := map[string]float64{}, map[string]float64{}
 	var totals []queue.StageStats
 	for i := 180; i >= 0; i-- {
@@ -237,10 +439,14 @@ func seedPipeline(t *testing.T, s *site) (lost []int64) {
 		for j, st := range []string{"parse", "enrich", "deliver"} {
 			wave := 1 + 0.6*math.Sin(float64(i+30*j)/14)
 			ok[st] += rates[st] * wave * 5
-			failed[st] += 0.1 * (1 - wave/2) * 5
+			failed[st] += rates[st] * share[st] * (1 + wave) * 5
 			totals = append(totals, queue.StageStats{Stage: st, Processed: int64(ok[st]), Failed: int64(failed[st])})
 		}
-		s.dash.AddSample(now.Add(-time.Duration(i)*5*time.Second), totals)
+		at := now.Add(-time.Duration(i) * 5 * time.Second)
+		s.dash.AddSample(at, totals)
+		if i > 0 {
+			s.dash.AddBacklog(at, map[string]int64{"parse": 12, "enrich": 230 + int64(i)*2, "deliver": 41 - int64(i)/6})
+		}
 	}
 	if err := s.db.AddStats(ctx(t), totals, queue.DispatchStats{}); err != nil {
 		t.Fatal(err)
@@ -251,5 +457,5 @@ func seedPipeline(t *testing.T, s *site) (lost []int64) {
 		s.getJSON("/", alice, &o)
 		return o.Totals["failed"] == 16 && len(o.Standbys) == 1
 	})
-	return lost
+	return seeded{lost: lost, stopStandby: stopStandby, stopDispatcher: func() { disp.Close(context.Background()) }}
 }

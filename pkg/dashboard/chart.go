@@ -3,53 +3,106 @@ package dashboard
 import (
 	"fmt"
 	"html/template"
+	"math"
 	"strings"
 )
 
-// The throughput chart: a small inline SVG of stacked bars, passes that
-// succeeded below, failed ones above, drawn on the server (no script, no
-// image request). Only numbers and times go into it.
+// The throughput chart: a small inline SVG drawn on the server (no script,
+// no image request), one per stage, all on one scale so that 400/s and
+// 2 800/s look different: bars of the passes per second (ok below, failed
+// stacked on them) up to the scale's top, a dashed line; under the axis, a
+// lane with each bar's failed share of the passes, full at
+// chartFullShare, so that 2 % shows; ticks every 5 bars and the window's
+// ends labelled. Only numbers and times go into it. The colours are the
+// style sheet's (classes), with fills as a fallback.
 
 const (
-	chartBar    = 8  // bar width, px
-	chartGap    = 2  // between bars
-	chartHeight = 32 // px
+	chartBar       = 10   // bar width, px
+	chartGap       = 2    // between bars
+	chartHeight    = 36   // the bars' area, px
+	chartLane      = 12   // the failed share's lane, px
+	chartLabels    = 11   // the tick labels' line, px
+	chartFullShare = 0.10 // a failed share that fills the lane
 )
 
-// chartSVG draws bins; a bar's title says its time and rates.
-func chartSVG(bins []bin) template.HTML {
-	top := 0.0
-	for _, b := range bins {
-		top = max(top, b.OK+b.Failed)
+// niceTop rounds a chart's largest rate up to a round number (1, 1.5, 2,
+// 3, 4, 5, 6 or 8 times a power of ten), the top of its scale; 0 when
+// nothing passed.
+func niceTop(v float64) float64 {
+	if v <= 0 {
+		return 0
 	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.5, 2, 3, 4, 5, 6, 8, 10} {
+		if v <= m*p*(1+1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// chartTop is the top of the scale every chart of bins shares.
+func chartTop(charts ...[]bin) float64 {
+	top := 0.0
+	for _, bins := range charts {
+		for _, b := range bins {
+			if b.Known {
+				top = max(top, b.OK+b.Failed)
+			}
+		}
+	}
+	return niceTop(top)
+}
+
+// chartSVG draws bins on a scale up to top (passes per second; 0: nothing
+// passed anywhere), over a window written as window ("15 min"); a bar's
+// title says its time, rates and failed share.
+func chartSVG(bins []bin, top float64, window string) template.HTML {
 	width := len(bins)*(chartBar+chartGap) - chartGap
+	height := chartHeight + 1 + chartLane + chartLabels
+	base := float64(chartHeight) + 0.5 // the axis
 	var sb strings.Builder
 	last := "no data yet"
 	if n := len(bins); n > 0 && bins[n-1].Known {
 		last = rate(bins[n-1].OK+bins[n-1].Failed) + " in the last bar"
 	}
-	fmt.Fprintf(&sb, `<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="throughput, %s">`,
-		width, chartHeight, width, chartHeight, last)
-	fmt.Fprintf(&sb, `<line x1="0" y1="%d" x2="%d" y2="%d" stroke="#ccc" stroke-width="1"/>`, chartHeight-1, width, chartHeight-1)
+	fmt.Fprintf(&sb, `<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="throughput, %s; scale to %s">`,
+		width, height, width, height, last, rate(top))
+	fmt.Fprintf(&sb, `<line class="top" x1="0" y1="0.5" x2="%d" y2="0.5" stroke="#ccc" stroke-dasharray="2 2"/>`, width)
 	for i, b := range bins {
 		x := i * (chartBar + chartGap)
 		span := b.Start.UTC().Format("15:04:05") + "–" + b.End.UTC().Format("15:04:05 UTC")
 		if !b.Known {
-			fmt.Fprintf(&sb, `<g><title>%s: not sampled</title><rect x="%d" y="%d" width="%d" height="1" fill="#ddd"/></g>`,
-				span, x, chartHeight-1, chartBar)
+			fmt.Fprintf(&sb, `<g><title>%s: not sampled</title><rect class="none" x="%d" y="%.1f" width="%d" height="2" fill="#ddd"/></g>`,
+				span, x, base-2, chartBar)
 			continue
 		}
+		share := 0.0
+		if all := b.OK + b.Failed; all > 0 {
+			share = b.Failed / all
+		}
 		okH, failH := barHeight(b.OK, top), barHeight(b.Failed, top)
-		fmt.Fprintf(&sb, `<g class="bar"><title>%s: %s ok, %s failed</title>`, span, rate(b.OK), rate(b.Failed))
-		fmt.Fprintf(&sb, `<rect x="%d" y="0" width="%d" height="%d" fill="transparent"/>`, x, chartBar, chartHeight)
+		fmt.Fprintf(&sb, `<g class="bar"><title>%s: %s ok, %s failed (%s)</title>`, span, rate(b.OK), rate(b.Failed), percent(share))
+		fmt.Fprintf(&sb, `<rect x="%d" y="0" width="%d" height="%d" fill="transparent"/>`, x, chartBar, height)
 		if okH > 0 {
-			fmt.Fprintf(&sb, `<rect class="ok" x="%d" y="%.1f" width="%d" height="%.1f" fill="#2e8540"/>`, x, float64(chartHeight)-okH, chartBar, okH)
+			fmt.Fprintf(&sb, `<rect class="ok" x="%d" y="%.1f" width="%d" height="%.1f" fill="#2e8540"/>`, x, base-0.5-okH, chartBar, okH)
 		}
 		if failH > 0 {
-			fmt.Fprintf(&sb, `<rect class="failed" x="%d" y="%.1f" width="%d" height="%.1f" fill="#c0392b"/>`, x, float64(chartHeight)-okH-failH, chartBar, failH)
+			fmt.Fprintf(&sb, `<rect class="failed" x="%d" y="%.1f" width="%d" height="%.1f" fill="#c0392b"/>`, x, base-0.5-okH-failH, chartBar, failH)
+		}
+		if h := shareHeight(share); h > 0 {
+			fmt.Fprintf(&sb, `<rect class="share" x="%d" y="%.1f" width="%d" height="%.1f" fill="#c0392b"/>`, x, base+1, chartBar, h)
 		}
 		sb.WriteString(`</g>`)
 	}
+	fmt.Fprintf(&sb, `<line class="axis" x1="0" y1="%.1f" x2="%d" y2="%.1f" stroke="#999"/>`, base, width, base)
+	for i := 0; i <= len(bins); i += 5 {
+		x := min(i*(chartBar+chartGap), width-1)
+		fmt.Fprintf(&sb, `<line class="tick" x1="%d.5" y1="%.1f" x2="%d.5" y2="%.1f" stroke="#999"/>`, x, base, x, base+float64(chartLane)+1)
+	}
+	y := height - 2
+	fmt.Fprintf(&sb, `<text x="0" y="%d" font-size="9" fill="#646970">−%s</text>`, y, window)
+	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="9" fill="#646970" text-anchor="end">now</text>`, width, y)
 	sb.WriteString(`</svg>`)
 	return template.HTML(sb.String()) //nolint:gosec // numbers and times only
 }
@@ -59,5 +112,14 @@ func barHeight(v, top float64) float64 {
 	if v <= 0 || top <= 0 {
 		return 0
 	}
-	return max(v/top*float64(chartHeight-1), 1)
+	return min(max(v/top*float64(chartHeight), 1), chartHeight)
+}
+
+// shareHeight is a failed share's height in the lane: full at
+// chartFullShare, and at least 2 px when anything failed.
+func shareHeight(share float64) float64 {
+	if share <= 0 {
+		return 0
+	}
+	return min(max(share/chartFullShare*chartLane, 2), chartLane)
 }

@@ -2,8 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
@@ -15,6 +18,9 @@ const (
 	DefaultWindow      = 15 * time.Minute // how far back the throughput charts go
 	DefaultRefresh     = 10               // seconds between reloads of the overview
 )
+
+// sampleTimeout bounds one sample: the counts read whole partitions.
+const sampleTimeout = 30 * time.Second
 
 // pageTimeout bounds the statements of one page.
 const pageTimeout = 30 * time.Second
@@ -35,8 +41,9 @@ type Options struct {
 	// the charts go (default DefaultWindow).
 	SampleEvery time.Duration
 	Window      time.Duration
-	// Refresh is how often the overview reloads itself in a browser with
-	// JavaScript, in seconds: 0 means DefaultRefresh, a negative value never.
+	// Refresh is how often the overview reloads itself, in seconds (the
+	// lists, only when asked to with ?refresh=N): 0 means DefaultRefresh,
+	// a negative value never unless asked to.
 	Refresh int
 	Version string       // shown in the footer
 	Log     *slog.Logger // actions and failures; nil: slog.Default()
@@ -45,11 +52,14 @@ type Options struct {
 // Dashboard is the web dashboard: its Handler serves the pages, and Run
 // samples the statistics for the throughput charts.
 type Dashboard struct {
-	opts    Options
-	log     *slog.Logger
-	pages   *pages
-	samples *sampler
-	counts  *countCache
+	opts     Options
+	log      *slog.Logger
+	pages    *pages
+	samples  *sampler
+	counts   *countCache
+	standbys standbys
+	results  results
+	sampling atomic.Bool // Run runs
 }
 
 // New returns a dashboard; Run must run for its charts to have data.
@@ -71,13 +81,101 @@ func New(opts Options) *Dashboard {
 		log:     opts.Log,
 		pages:   loadPages(),
 		samples: newSampler(opts.Window, opts.SampleEvery),
-		counts:  &countCache{maxAge: min(opts.SampleEvery, 2*time.Second)},
+		counts:  newCountCache(opts.Window),
 	}
 }
 
-// Run samples the statistics every SampleEvery until ctx ends.
+// Run samples the statistics, counts the queue and notes the dispatchers'
+// sessions every SampleEvery until ctx ends. A failure is logged once, and
+// once more when sampling works again.
 func (d *Dashboard) Run(ctx context.Context) {
-	d.samples.run(ctx, d.opts.DB, d.log)
+	d.sampling.Store(true)
+	defer d.sampling.Store(false)
+	tick := time.NewTicker(d.opts.SampleEvery)
+	defer tick.Stop()
+	failing := false
+	for {
+		err := d.sample(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			d.log.Warn("dashboard: sampling failed; the throughput charts and the backlog's trend have a gap", "err", err)
+		case err == nil && failing:
+			d.log.Info("dashboard: sampling works again")
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sample takes one sample: the statistics, the counts, the sessions.
+func (d *Dashboard) sample(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(d.opts.SampleEvery, sampleTimeout))
+	defer cancel()
+	db, err := d.opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	errStats := d.samples.take(ctx, db)
+	errCounts := d.counts.refresh(ctx, db)
+	owners, errSessions := db.DispatcherSessions(ctx, d.sessionStages(d.counts.latest()))
+	if errSessions == nil {
+		d.standbys.note(owners, time.Now())
+	}
+	return errors.Join(errStats, errCounts, errSessions)
+}
+
+// countMaxAge is how old a count a page takes: while the sampler runs, it
+// counts every SampleEvery, and a page counts only when it has not.
+func (d *Dashboard) countMaxAge() time.Duration {
+	if d.sampling.Load() {
+		return 2 * d.opts.SampleEvery
+	}
+	return min(d.opts.SampleEvery, 2*time.Second)
+}
+
+// sessionStages is the stages to ask the dispatchers' sessions about: the
+// overview's, and those running messages were handed out at.
+func (d *Dashboard) sessionStages(c queueCounts) []string {
+	out := d.stageOrder(c)
+	for _, x := range c.live {
+		if x.HandedAt != "" && !slices.Contains(out, x.HandedAt) {
+			out = append(out, x.HandedAt)
+		}
+	}
+	return out
+}
+
+// stageOrder is the stages the overview lists: the configured ones in
+// pipeline order, then the others with messages or statistics, by name.
+func (d *Dashboard) stageOrder(c queueCounts) []string {
+	seen := map[string]bool{}
+	for _, s := range d.opts.Stages {
+		seen[s] = true
+	}
+	var others []string
+	add := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			others = append(others, s)
+		}
+	}
+	for _, x := range c.live {
+		add(x.Stage)
+	}
+	for s := range c.done {
+		add(s)
+	}
+	for _, s := range d.samples.stages() {
+		add(s)
+	}
+	slices.Sort(others)
+	return slices.Concat(d.opts.Stages, others)
 }
 
 // Handler serves the dashboard, its assets and, when Options.Metrics is
@@ -90,8 +188,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /messages", d.withDB(d.messages))
 	mux.HandleFunc("GET /messages/{id}", d.withDB(d.message))
 	mux.HandleFunc("GET /messages/{id}/payload", d.withDB(d.payload))
-	mux.HandleFunc("POST /retry", d.withDB(d.serveAction("retry", "retried", parseRetry)))
-	mux.HandleFunc("POST /purge", d.withDB(d.serveAction("purge", "purged", parsePurge)))
+	mux.HandleFunc("POST /retry", d.withDB(d.serveAction("retry", "retried", d.parseRetry)))
+	mux.HandleFunc("POST /purge", d.withDB(d.serveAction("purge", "purged", d.parsePurge)))
+	mux.HandleFunc("GET /actions/{token}", d.actionResult)
 	mux.Handle("GET /static/", staticHandler())
 	if d.opts.Metrics != nil {
 		mux.Handle("GET /metrics", d.opts.Metrics)

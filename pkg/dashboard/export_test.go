@@ -10,3 +10,14 @@ import (
 // the browser test's overview shows minutes of history without waiting
 // for them.
 func (d *Dashboard) AddSample(at time.Time, stages []queue.StageStats) { d.samples.add(at, stages) }
+
+// AddBacklog records the pending messages of each stage as if the server
+// had counted them at at: the browser test's overview shows a backlog's
+// trend without waiting minutes for it.
+func (d *Dashboard) AddBacklog(at time.Time, pending map[string]int64) {
+	d.counts.addBacklog(at, pending)
+}
+
+// ForgetCounts makes the next page count the queue itself, as it does
+// when the sampler has not (the first page after a start).
+func (d *Dashboard) ForgetCounts() { d.counts.invalidate() }

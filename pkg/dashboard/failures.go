@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -21,14 +22,19 @@ type groupRow struct {
 
 // failuresPage is the failures page's data.
 type failuresPage struct {
-	Stage  string     `json:"stage"` // the filter, "" for every stage
-	Groups []groupRow `json:"groups"`
-	Total  int64      `json:"total"` // failed messages in the groups listed
-	Stages []string   `json:"-"`
+	Stage   string     `json:"stage"` // the filter, "" for every stage
+	Groups  []groupRow `json:"groups"`
+	Total   int64      `json:"total"` // failed messages in the groups listed
+	Stages  []string   `json:"-"`
+	Refresh int        `json:"-"`
 }
 
 func (d *Dashboard) failures(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	if !d.paramsOK(w, r) {
+		return
+	}
+	refresh, ok := d.refreshParam(w, r, 0)
+	if !ok {
 		return
 	}
 	stage := r.FormValue("stage")
@@ -41,7 +47,8 @@ func (d *Dashboard) failures(w http.ResponseWriter, r *http.Request, db *admin.D
 		d.dbFailed(w, r, err)
 		return
 	}
-	page := failuresPage{Stage: stage, Groups: []groupRow{}, Stages: d.opts.Stages}
+	read := time.Now()
+	page := failuresPage{Stage: stage, Groups: []groupRow{}, Stages: d.opts.Stages, Refresh: refresh}
 	for _, g := range groups {
 		page.Total += g.Count
 		page.Groups = append(page.Groups, groupRow{
@@ -50,7 +57,7 @@ func (d *Dashboard) failures(w http.ResponseWriter, r *http.Request, db *admin.D
 			Newest:       "/messages/" + strconv.FormatInt(g.NewestID, 10),
 		})
 	}
-	d.render(w, r, http.StatusOK, "failures", view{Title: "Failures", Nav: "failures", Page: page})
+	d.render(w, r, http.StatusOK, "failures", view{Title: "Failures", Nav: "failures", Refresh: refresh, Updated: read, Page: page})
 }
 
 // groupURL is the messages list of one failure group.

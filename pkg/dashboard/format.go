@@ -32,7 +32,11 @@ func span(d time.Duration) string {
 // timestamp writes t in UTC to the second.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
-// number writes n with thin spaces between thousands: 1 234 567.
+// nnbsp is the narrow no-break space that groups thousands: a line never
+// breaks inside a number (U+2009, the thin space, may break).
+const nnbsp = "\u202f"
+
+// number writes n with narrow no-break spaces between thousands: 1 234 567.
 func number(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := n < 0
@@ -42,7 +46,7 @@ func number(n int64) string {
 	out := make([]byte, 0, len(s)+len(s)/3*3)
 	for i := range len(s) {
 		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, "\u2009"...)
+			out = append(out, nnbsp...)
 		}
 		out = append(out, s[i])
 	}
@@ -50,6 +54,19 @@ func number(n int64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// percent writes a share (0.021) as a percentage: "2.1 %", "0 %", "< 0.1 %".
+func percent(share float64) string {
+	switch {
+	case share <= 0:
+		return "0" + nnbsp + "%"
+	case share < 0.001:
+		return "<" + nnbsp + "0.1" + nnbsp + "%"
+	case share < 0.1:
+		return strconv.FormatFloat(share*100, 'f', 1, 64) + nnbsp + "%"
+	}
+	return strconv.FormatFloat(share*100, 'f', 0, 64) + nnbsp + "%"
 }
 
 // optString is *s, or "" for nil.

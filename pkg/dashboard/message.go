@@ -40,9 +40,10 @@ type messagePage struct {
 	Headers []header       `json:"-"`
 	Payload payloadView    `json:"payload"`
 	// Group is the failure group of a failed message, with its list.
-	Group    string `json:"reason,omitempty"`
-	GroupURL string `json:"group_url,omitempty"`
-	CanRetry bool   `json:"-"` // the message is not pending: retry would move it
+	Group    string   `json:"reason,omitempty"`
+	GroupURL string   `json:"group_url,omitempty"`
+	CanRetry bool     `json:"-"` // the message is not pending: retry would move it
+	Stages   []string `json:"-"` // the configured stages, where a retry may put it
 }
 
 // messageID reads the {id} of the path, or answers 400 and returns false;
@@ -90,6 +91,7 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB
 		Headers:  headers(m.Headers),
 		Payload:  showPayload(head, size, id),
 		CanRetry: m.Status != queue.Pending,
+		Stages:   d.opts.Stages,
 	}
 	if m.Status == queue.Failed {
 		page.Group = admin.FoldReason(m.Error, m.DispatchError)

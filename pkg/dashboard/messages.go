@@ -1,10 +1,10 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -24,6 +24,8 @@ type filter struct {
 	Before int64  `json:"before,omitempty"`
 	After  int64  `json:"after,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	// Refresh is ?refresh=N as given, kept in the pager's links.
+	Refresh string `json:"-"`
 
 	params admin.BrowseParams
 }
@@ -37,6 +39,7 @@ func parseFilter(r *http.Request) (filter, error) {
 	f := filter{
 		Stage: r.FormValue("stage"), Status: r.FormValue("status"), Older: r.FormValue("older"),
 		Newer: r.FormValue("newer"), Text: r.FormValue("q"), Reason: r.FormValue("reason"),
+		Refresh: r.URL.Query().Get("refresh"),
 	}
 	if bad != nil {
 		return f, bad
@@ -113,6 +116,9 @@ func (f *filter) query() url.Values {
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
+	if f.Refresh != "" {
+		q.Set("refresh", f.Refresh)
+	}
 	return q
 }
 
@@ -131,22 +137,42 @@ type listRow struct {
 
 // messagesPage is the messages list's data.
 type messagesPage struct {
-	Filter   filter         `json:"filter"`
-	Rows     []listRow      `json:"rows"`
-	Older    string         `json:"older_url,omitempty"` // the next page, older messages
-	Newer    string         `json:"newer_url,omitempty"` // the previous page, newer messages
-	Problem  string         `json:"-"`                   // what is wrong with the filter
-	Stages   []string       `json:"-"`
-	Statuses []queue.Status `json:"-"`
-	// CanRetry and CanPurge say whether the filter's stage and status
-	// make a selection the actions can take.
-	CanRetry bool `json:"-"`
-	CanPurge bool `json:"-"`
+	Filter filter    `json:"filter"`
+	Rows   []listRow `json:"rows"`
+	Older  string    `json:"older_url,omitempty"` // the next page, older messages
+	Newer  string    `json:"newer_url,omitempty"` // the previous page, newer messages
+	// Total is how many messages match the filter, on every page; with
+	// TotalMore, at least that many (they are counted up to maxTotal). A
+	// filter of a stage and a status only that has more is read from the
+	// queue's last count, of TotalAt.
+	Total     int64          `json:"total"`
+	TotalMore bool           `json:"total_more,omitempty"`
+	TotalAt   *time.Time     `json:"total_counted_at,omitempty"`
+	Problem   string         `json:"-"` // what is wrong with the filter
+	Stages    []string       `json:"-"`
+	Statuses  []queue.Status `json:"-"`
+	Refresh   int            `json:"-"`
+	// What the action bar offers: to act on the ticked messages, or on
+	// every one the filter matches (never on none).
+	CanRetryTicked, CanPurgeTicked bool `json:"-"`
+	CanRetryAll, CanPurgeAll       bool `json:"-"`
 }
+
+// maxTotal bounds the count of a list's matching messages when it is not
+// read from the queue's counts.
+const maxTotal = 10000
 
 func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	f, err := parseFilter(r)
 	page := messagesPage{Filter: f, Rows: []listRow{}, Stages: d.opts.Stages, Statuses: queue.Statuses}
+	refresh := 0
+	if err == nil {
+		var ok bool
+		if refresh, ok = d.refreshParam(w, r, 0); !ok {
+			return
+		}
+	}
+	page.Refresh = refresh
 	if err != nil {
 		page.Problem = err.Error()
 		if wantsJSON(r) {
@@ -161,6 +187,7 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 		d.dbFailed(w, r, err)
 		return
 	}
+	read := time.Now()
 	for _, row := range res.Rows {
 		page.Rows = append(page.Rows, listRow{Row: row, URL: "/messages/" + strconv.FormatInt(row.ID, 10)})
 	}
@@ -172,8 +199,46 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 			page.Newer = f.at("after", res.Rows[0].ID)
 		}
 	}
+	if err := d.total(r.Context(), db, &page); err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
 	st := f.params.Status
-	page.CanRetry = st != "" && st != queue.Pending
-	page.CanPurge = slices.Contains([]queue.Status{queue.Done, queue.Failed}, st) && f.Reason == ""
-	d.render(w, r, http.StatusOK, "messages", view{Title: "Messages", Nav: "messages", Page: page})
+	rows := len(page.Rows) > 0
+	page.CanRetryTicked = rows && st != queue.Pending
+	page.CanPurgeTicked = rows && (st == "" || st == queue.Done || st == queue.Failed)
+	page.CanRetryAll = page.Total > 0 && st != "" && st != queue.Pending
+	page.CanPurgeAll = page.Total > 0 && (st == queue.Done || st == queue.Failed)
+	d.render(w, r, http.StatusOK, "messages", view{Title: "Messages", Nav: "messages", Refresh: refresh, Updated: read, Page: page})
+}
+
+// total counts the messages the filter matches: the page's own rows when
+// they are all of them; else, for a filter of a stage and a status only,
+// the queue's last count when it has more than maxTotal; else a count up
+// to maxTotal.
+func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage) error {
+	if page.Older == "" && page.Newer == "" {
+		page.Total = int64(len(page.Rows))
+		return nil
+	}
+	p := page.Filter.params
+	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" {
+		c, err := d.counts.get(ctx, db, d.countMaxAge())
+		if err != nil {
+			return err
+		}
+		if n := c.n(p.Stage, p.Status); n > maxTotal {
+			page.Total = n
+			at := c.now // the server's clock at the count; done's may be older
+			if (p.Status == "" || p.Status == queue.Done) && c.doneAt.Before(c.at) {
+				at = c.now.Add(-c.at.Sub(c.doneAt))
+			}
+			page.TotalAt = &at
+			return nil
+		}
+	}
+	var err error
+	page.Total, page.TotalMore, err = db.CountSelection(ctx, admin.Selection{Stage: p.Stage, Status: p.Status,
+		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason}, maxTotal)
+	return err
 }

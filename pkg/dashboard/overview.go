@@ -1,16 +1,25 @@
 package dashboard
 
 import (
-	"context"
+	"fmt"
 	"html/template"
 	"net/http"
 	"slices"
-	"sync"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
+
+// The overview answers "is anything wrong?": banners for what is (no
+// dispatcher, stages no dispatcher owns, running messages no dispatcher
+// holds, stages no section configures, a dispatcher whose standby is gone),
+// then per stage the failed and pending messages first, the failures of
+// the last minutes as a count and a share of the passes, whether the
+// backlog grows or drains, the oldest pending message, the other counts,
+// the throughput on one scale, and the owner.
 
 // stageRow is one stage of the overview.
 type stageRow struct {
@@ -20,15 +29,34 @@ type stageRow struct {
 	// OldestPending is how long the oldest pending message has waited,
 	// in seconds; 0 when none is pending.
 	OldestPending float64 `json:"oldest_pending_seconds"`
-	Throughput    []bin   `json:"throughput"`
+	// Failures are the stage's failed passes over the charts' window.
+	Failures failures `json:"failures"`
+	// Backlog is whether its pending messages grow or drain.
+	Backlog backlogTrend `json:"backlog"`
+	// Orphans are the running messages handed out at this stage that no
+	// dispatcher holds: none owns the stage, so no worker has them.
+	Orphans    int64 `json:"running_without_dispatcher"`
+	Throughput []bin `json:"throughput"`
 	// Owner is the dispatcher that claims the stage's messages: the one
 	// without a stage set, which owns every stage, or the one whose set
 	// has the stage; nil when none does (its messages wait).
 	Owner *admin.DispatcherSession `json:"owner"`
 
-	Cells []cell        `json:"-"` // the counts, in Statuses order, with their lists
+	Lead  []cell        `json:"-"` // failed and pending, with their lists
+	Rest  []cell        `json:"-"` // the other counts
 	Chart template.HTML `json:"-"`
 	Rate  string        `json:"-"` // the last bar's passes per second, "" when not sampled
+	// NoSection: pepsi.conf has stages, and none of them is this one.
+	NoSection bool `json:"-"`
+}
+
+// failures is a stage's failed passes over a span.
+type failures struct {
+	Known  bool    `json:"known"`  // false until the server has two samples
+	Failed int64   `json:"failed"` // failed answers, protocol errors, timeouts and crashes
+	Passes int64   `json:"passes"` // every pass, ok or failed
+	Share  float64 `json:"share"`  // Failed / Passes, 0 without passes
+	Span   float64 `json:"span_seconds"`
 }
 
 // cell is one count of the overview with the list of its messages.
@@ -38,133 +66,257 @@ type cell struct {
 	URL    string
 }
 
+// banner is one thing the overview says is wrong.
+type banner struct {
+	// Kind is no_dispatcher, unowned, orphans, unconfigured or no_standby.
+	Kind     string `json:"kind"`
+	Text     string `json:"text"`
+	Link     string `json:"link,omitempty"`
+	LinkText string `json:"-"`
+}
+
 // overviewPage is the overview's data.
 type overviewPage struct {
-	Stages []stageRow       `json:"stages"`
-	Totals map[string]int64 `json:"totals"`
+	Banners []banner         `json:"banners"`
+	Stages  []stageRow       `json:"stages"`
+	Totals  map[string]int64 `json:"totals"`
 	// Dispatcher is the dispatcher that owns every stage (one without a
 	// stage set); nil when none runs, or when dispatchers with stage sets
 	// do: they are in Dispatchers, as it is.
 	Dispatcher  *admin.DispatcherSession  `json:"dispatcher"`
 	Dispatchers []admin.DispatcherSession `json:"dispatchers"` // every one running, each with the stages it owns
 	Standbys    []admin.DispatcherSession `json:"standbys"`
-	Unowned     []string                  `json:"unowned"` // while dispatchers run: the stages none owns
-	Window      string                    `json:"window"`  // what the charts span
-	Statuses    []queue.Status            `json:"-"`
+	// LostStandbys are the running dispatchers without the standby this
+	// server saw waiting for them before.
+	LostStandbys []lostStandby `json:"lost_standbys"`
+	Unowned      []string      `json:"unowned"` // while dispatchers run: the stages none owns
+	Window       string        `json:"window"`  // what the charts span
+	ChartTop     float64       `json:"chart_top_per_second"`
+	CountedAt    time.Time     `json:"counted_at"` // the counts' time (the server's clock)
+	DoneAt       time.Time     `json:"done_counted_at"`
+	Lead, Rest   []queue.Status
+	TotalLead    []cell `json:"-"`
+	TotalRest    []cell `json:"-"`
 }
 
-// countCache shares one count of the queue among the overviews asked for
-// within maxAge: a count reads all of pepsi.state (0.25 s at 1 000 000 rows).
-type countCache struct {
-	maxAge time.Duration
+// Columns is how many columns a row of the stages' table has.
+func (p overviewPage) Columns() int { return 1 + len(p.Lead) + 3 + len(p.Rest) + 2 }
 
-	mu     sync.Mutex
-	at     time.Time
-	now    time.Time // the server's clock at the count
-	counts []admin.Count
-}
+// leadStatuses are the counts the overview shows first, the rest follow
+// in queue.Statuses' order.
+var leadStatuses = []queue.Status{queue.Failed, queue.Pending}
 
-func (c *countCache) get(ctx context.Context, db *admin.DB) ([]admin.Count, time.Time, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counts != nil && time.Since(c.at) < c.maxAge {
-		return c.counts, c.now, nil
-	}
-	counts, err := db.Counts(ctx)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	now, err := db.Now(ctx)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if counts == nil {
-		counts = []admin.Count{}
-	}
-	c.counts, c.now, c.at = counts, now, time.Now()
-	return counts, now, nil
+func restStatuses() []queue.Status {
+	return slices.DeleteFunc(slices.Clone(queue.Statuses), func(s queue.Status) bool { return slices.Contains(leadStatuses, s) })
 }
 
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	if !d.paramsOK(w, r) {
 		return
 	}
+	refresh, ok := d.refreshParam(w, r, d.opts.Refresh)
+	if !ok {
+		return
+	}
 	ctx := r.Context()
-	counts, now, err := d.counts.get(ctx, db)
+	counts, err := d.counts.get(ctx, db, d.countMaxAge())
 	if err != nil {
 		d.dbFailed(w, r, err)
 		return
 	}
+	rest := restStatuses()
 	page := overviewPage{
-		Totals:   map[string]int64{},
-		Unowned:  []string{},
-		Window:   span(d.opts.Window),
-		Statuses: queue.Statuses,
+		Totals:    map[string]int64{},
+		Unowned:   []string{},
+		Banners:   []banner{},
+		Window:    span(d.opts.Window),
+		CountedAt: counts.now,
+		DoneAt:    counts.doneAt,
+		Lead:      leadStatuses,
+		Rest:      rest,
 	}
 
-	rows := map[string]*stageRow{}
-	row := func(stage string) *stageRow {
-		if x := rows[stage]; x != nil {
-			return x
-		}
-		x := &stageRow{Stage: stage, Counts: map[string]int64{}}
+	order := d.stageOrder(counts)
+	owners, err := db.DispatcherSessions(ctx, d.sessionStages(counts))
+	if err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
+	d.standbys.note(owners, time.Now())
+	page.Dispatcher, page.Dispatchers, page.Standbys = owners.Holder, owners.Running, owners.Standbys
+	page.LostStandbys = d.standbys.lost(owners)
+	if page.LostStandbys == nil {
+		page.LostStandbys = []lostStandby{}
+	}
+
+	rows := make(map[string]*stageRow, len(order))
+	for _, s := range order {
+		x := &stageRow{Stage: s, Counts: map[string]int64{}, Configured: slices.Contains(d.opts.Stages, s)}
+		x.NoSection = !x.Configured && len(d.opts.Stages) > 0
 		for _, st := range queue.Statuses {
 			x.Counts[string(st)] = 0
 		}
-		rows[stage] = x
-		return x
+		rows[s] = x
 	}
-	for _, s := range d.opts.Stages {
-		row(s).Configured = true
-	}
-	for _, s := range d.samples.stages() {
-		row(s)
-	}
-	for _, c := range counts {
-		x := row(c.Stage)
-		x.Counts[string(c.Status)] = c.N
-		page.Totals[string(c.Status)] += c.N
-		if c.Status == queue.Pending && c.N > 0 {
-			x.OldestPending = max(now.Sub(c.Oldest), 0).Seconds()
+	live := map[string]int64{} // unfinished messages by stage
+	orphans := map[string]int64{}
+	for _, c := range counts.live {
+		x := rows[c.Stage]
+		if x == nil { // not in the order: cannot be, the order has every counted stage
+			continue
+		}
+		x.Counts[string(c.Status)] += c.N
+		if c.Status == queue.Pending {
+			age := max(counts.now.Sub(c.Oldest), 0).Seconds()
+			x.OldestPending = max(x.OldestPending, age)
+		}
+		if c.Status != queue.Failed {
+			live[c.Stage] += c.N
+		}
+		if c.Status == queue.Running && owners.Owners[c.HandedAt] == nil {
+			orphans[c.HandedAt] += c.N
 		}
 	}
-	for _, st := range queue.Statuses {
-		page.Totals[string(st)] += 0
-	}
-	// Configured stages in pipeline order, then the others by name.
-	var others []string
-	for s, x := range rows {
-		if !x.Configured {
-			others = append(others, s)
+	for s, n := range counts.done {
+		if x := rows[s]; x != nil {
+			x.Counts[string(queue.Done)] = n
 		}
 	}
-	slices.Sort(others)
-	order := slices.Concat(d.opts.Stages, others)
-	owners, err := db.DispatcherSessions(ctx, order)
-	if err != nil {
-		d.dbFailed(w, r, err)
-		return
-	}
-	page.Dispatcher, page.Dispatchers, page.Standbys = owners.Holder, owners.Running, owners.Standbys
 	at := time.Now()
+	var charts [][]bin
 	for _, s := range order {
 		x := rows[s]
 		x.Owner = owners.Owners[s]
 		if x.Owner == nil && len(owners.Running) > 0 {
 			page.Unowned = append(page.Unowned, s)
 		}
+		x.Orphans = orphans[s]
 		x.Throughput = d.samples.bins(s, at)
-		x.Chart = chartSVG(x.Throughput)
+		charts = append(charts, x.Throughput)
 		if b := x.Throughput[len(x.Throughput)-1]; b.Known {
 			x.Rate = rate(b.OK + b.Failed)
 		}
-		for _, st := range queue.Statuses {
-			x.Cells = append(x.Cells, cell{string(st), x.Counts[string(st)], queryOf("/messages", "stage", s, "status", string(st))})
+		if f, p, sp, ok := d.samples.failures(s, at); ok {
+			x.Failures = failures{Known: true, Failed: f, Passes: p, Span: sp.Seconds()}
+			if p > 0 {
+				x.Failures.Share = float64(f) / float64(p)
+			}
 		}
+		x.Backlog = d.counts.trend(s, x.Counts[string(queue.Pending)], counts.at)
+		for _, st := range queue.Statuses {
+			page.Totals[string(st)] += x.Counts[string(st)]
+		}
+		x.Lead, x.Rest = cells(s, x.Counts, leadStatuses), cells(s, x.Counts, rest)
+	}
+	page.ChartTop = chartTop(charts...)
+	for _, s := range order {
+		x := rows[s]
+		x.Chart = chartSVG(x.Throughput, page.ChartTop, span(d.opts.Window))
 		page.Stages = append(page.Stages, *x)
 	}
 	if page.Stages == nil {
 		page.Stages = []stageRow{}
 	}
-	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: d.opts.Refresh, Page: page})
+	page.TotalLead, page.TotalRest = cells("", page.Totals, leadStatuses), cells("", page.Totals, rest)
+	page.Banners = d.banners(page, owners, live, orphans, order)
+	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: refresh, Updated: counts.at, Page: page})
+}
+
+// cells are counts of stage ("": every stage) in the statuses given, with
+// their lists.
+func cells(stage string, counts map[string]int64, sts []queue.Status) []cell {
+	out := make([]cell, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, cell{string(st), counts[string(st)], queryOf("/messages", "stage", stage, "status", string(st))})
+	}
+	return out
+}
+
+// banners says what is wrong, the worst first.
+func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, orphans map[string]int64, order []string) []banner {
+	out := []banner{}
+	if len(owners.Running) == 0 {
+		out = append(out, banner{Kind: "no_dispatcher", Text: "No dispatcher runs: no stage is owned, and nothing is claimed. Start pepsi dispatch."})
+	}
+	if n := len(page.Unowned); n > 0 {
+		out = append(out, banner{Kind: "unowned", Text: fmt.Sprintf("No dispatcher owns stage%s %s: %s messages wait.",
+			plural(int64(n)), strings.Join(page.Unowned, ", "), map[bool]string{true: "their", false: "its"}[n > 1])})
+	}
+	var total int64
+	var where []string
+	one := ""
+	seen := map[string]bool{}
+	for _, s := range slices.Concat(order, sortedKeys(orphans)) {
+		if n := orphans[s]; n > 0 && !seen[s] {
+			seen[s] = true
+			total += n
+			where = append(where, s+": "+number(n))
+			one = s
+		}
+	}
+	if total > 0 {
+		b := banner{Kind: "orphans", Text: fmt.Sprintf("%s message%s running with no dispatcher to hold %s (stage %s): no worker has %s. "+
+			"The dispatcher that next takes %s stage puts %s back to pending; or retry %s.",
+			number(total), map[bool]string{true: "s are", false: " is"}[total != 1], them(total), strings.Join(where, ", "),
+			them(total), map[bool]string{true: "their", false: "its"}[total != 1], them(total), them(total)),
+			Link: queryOf("/messages", "status", string(queue.Running)), LinkText: "see them"}
+		if len(where) == 1 {
+			b.Link = queryOf("/messages", "status", string(queue.Running), "stage", one)
+		}
+		out = append(out, b)
+	}
+	if len(d.opts.Stages) > 0 {
+		for _, s := range order {
+			if n := live[s]; n > 0 && !slices.Contains(d.opts.Stages, s) {
+				out = append(out, banner{Kind: "unconfigured", Text: fmt.Sprintf(
+					"Stage %s holds %s unfinished message%s, and no [stage-%s] section of pepsi.conf configures it: no worker runs %s.",
+					s, number(n), plural(n), s, them(n)), Link: queryOf("/messages", "stage", s), LinkText: "see them"})
+			}
+		}
+	}
+	for _, l := range page.LostStandbys {
+		owns := "every stage"
+		if !l.Dispatcher.All {
+			owns = "stage" + plural(int64(len(l.Dispatcher.Stages))) + " " + strings.Join(l.Dispatcher.Stages, ", ")
+		}
+		out = append(out, banner{Kind: "no_standby", Text: fmt.Sprintf(
+			"Dispatcher %s (%s) runs without a standby: the last one, %s, was seen waiting at %s (%s ago).",
+			who(l.Dispatcher), owns, who(l.Standby), timestamp(l.LastSeen), ago(l.LastSeen))})
+	}
+	return out
+}
+
+// who names a dispatcher's session: its pid and host, else its name, else
+// its server pid.
+func who(s admin.DispatcherSession) string {
+	switch {
+	case s.PID != 0:
+		return "pid " + strconv.Itoa(s.PID) + " on " + s.Host
+	case s.Name != "":
+		return s.Name
+	}
+	return "server pid " + strconv.Itoa(int(s.ServerPID))
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func them(n int64) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

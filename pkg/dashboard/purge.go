@@ -11,41 +11,44 @@ import (
 )
 
 // purge deletes done or failed messages (of a stage) unchanged for at
-// least an age, as pepsi queue purge does.
+// least an age, as pepsi queue purge does (its code, admin.DB's Purge).
+// Ticked messages and the other filters of a list go through the selection
+// repairs (selectionAction), which purge their done and failed messages
+// only.
 type purge struct {
 	params admin.PurgeParams
 }
 
-func parsePurge(r *http.Request) (action, actionPage, error) {
+func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 	var page actionPage
-	a := &purge{}
-	p := &a.params
-	status, err := queue.ParseStatus(r.PostFormValue("status"))
+	p, err := parsePick(r)
 	if err != nil {
-		return nil, page, fmt.Errorf("status: %v", err)
-	}
-	if status != queue.Done && status != queue.Failed {
-		return nil, page, fmt.Errorf("status %s: the dashboard purges done or failed messages only (pepsi queue purge --force does the others)", status)
-	}
-	p.Status = status
-	if p.Stage = r.PostFormValue("stage"); len(p.Stage) > maxText {
-		return nil, page, fmt.Errorf("stage: at most %d bytes", maxText)
-	}
-	older := r.PostFormValue("older")
-	if older == "" {
-		return nil, page, errors.New("older: give an age, such as 7d (0 for every one)")
-	}
-	if p.OlderThan, err = parseAgeParam("older", older); err != nil {
 		return nil, page, err
 	}
-	page.What = "every " + string(status) + " message"
-	if p.Stage != "" {
-		page.What += " at stage " + p.Stage
+	page.What = p.what()
+	page.Fields = p.fields()
+	page.Next = queryOf("/messages", "stage", p.Stage, "status", p.Status)
+	if p.ticked() {
+		page.Next = "/messages"
+		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil
 	}
-	page.What += " unchanged for " + older
-	page.Next = queryOf("/messages", "stage", p.Stage, "status", string(p.Status))
-	page.Fields = []field{{"status", string(p.Status)}, {"stage", p.Stage}, {"older", older}}
-	return a, page, nil
+	if p.status != queue.Done && p.status != queue.Failed {
+		if p.status == "" {
+			return nil, page, errors.New(`status: unknown status "": the dashboard purges done or failed messages only (give status=done or status=failed)`)
+		}
+		return nil, page, fmt.Errorf("status %s: the dashboard purges done or failed messages only (pepsi queue purge --force does the others)", p.status)
+	}
+	if p.Newer != "" || p.Text != "" || p.Reason != "" {
+		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil
+	}
+	if p.Older == "" {
+		if p.Scope != "filter" {
+			return nil, page, errors.New("older: give an age, such as 7d (0 for every one)")
+		}
+		page.What += " (of any age)"
+	}
+	// pepsi queue purge --status S [--stage NAME] --older-than AGE.
+	return &purge{params: admin.PurgeParams{Status: p.status, Stage: p.Stage, OlderThan: p.older}}, page, nil
 }
 
 func (a *purge) count(ctx context.Context, db *admin.DB, page *actionPage) error {

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,16 +24,29 @@ var staticFiles embed.FS
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// secure sets the headers every response carries.
+// hsts is the Strict-Transport-Security of a response over TLS: a year,
+// this host only (the others of its domain are not this server's to say).
+const hsts = "max-age=31536000"
+
+// secure sets the headers every response carries: the policy, no caching
+// (a page, /metrics, an error; the static files say otherwise), and over
+// TLS, HSTS.
 func secure(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hd := w.Header()
-		hd.Set("Content-Security-Policy", contentSecurityPolicy)
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "same-origin")
+		securityHeaders(w.Header(), r)
 		h.ServeHTTP(w, r)
 	})
+}
+
+func securityHeaders(hd http.Header, r *http.Request) {
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("Cache-Control", "no-store")
+	if r.TLS != nil {
+		hd.Set("Strict-Transport-Security", hsts)
+	}
 }
 
 // staticHandler serves the embedded style sheet and script.
@@ -51,10 +65,17 @@ type view struct {
 	Nav     string // the tab to mark: overview, failures or messages
 	User    string // "" when nobody is signed in
 	CanAct  bool
-	Refresh int // seconds between reloads of the page (by dash.js), 0: none
-	Version string
-	Now     time.Time
-	Page    any
+	Refresh int // seconds between reloads of the page, 0: none
+	// Updated is when the page's data were read; zero: the page has no
+	// "updated N s ago" line (nor auto-refresh).
+	Updated time.Time
+	// RefreshURL turns auto-refresh on (every RefreshEvery seconds) or,
+	// while it is on, off.
+	RefreshURL   string
+	RefreshEvery int
+	Version      string
+	Now          time.Time
+	Page         any
 }
 
 // pages are the parsed templates, one set per page.
@@ -71,6 +92,13 @@ var funcs = template.FuncMap{
 	"rate":    rate,
 	"queryOf": queryOf,
 	"join":    func(s []string) string { return strings.Join(s, ", ") },
+	"pct":     percent,
+	"perMin":  perMinute,
+	"unix":    func(t time.Time) int64 { return t.Unix() },
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"cut":     cut,
+	"long":    func(s string) bool { return len(s) > cutAt },
+	"size":    func(s string) string { return number(int64(len(s))) },
 }
 
 func loadPages() *pages {
@@ -108,6 +136,18 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	}
 	v.User, v.CanAct = d.opts.Auth.canAct(r)
 	v.Version, v.Now = d.opts.Version, time.Now()
+	if !v.Updated.IsZero() {
+		v.RefreshEvery = listRefresh(d.opts.Refresh)
+		q := r.URL.Query()
+		q.Del("format")
+		if v.Refresh > 0 {
+			v.RefreshEvery = v.Refresh
+			q.Set("refresh", "0")
+		} else {
+			q.Set("refresh", strconv.Itoa(v.RefreshEvery))
+		}
+		v.RefreshURL = r.URL.Path + "?" + q.Encode()
+	}
 	var buf bytes.Buffer
 	if err := d.pages.sets[name].ExecuteTemplate(&buf, "layout", v); err != nil {
 		d.log.Error("dashboard: rendering a page failed", "page", name, "err", err)

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -11,51 +10,57 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// retry puts messages back to pending as pepsi queue retry does: one
-// message (id), or the messages of a status (and stage, and failure group).
+// retry puts messages back to pending as pepsi queue retry does (its
+// code, admin.DB's Redrive): one message (id), or the messages of a status
+// (and stage, and failure group); at another stage and with another
+// priority when asked. Ticked messages and the other filters of a list go
+// through the selection repairs (selectionAction).
 type retry struct {
 	params admin.RedriveParams
+	change string // the change in words, for a confirmation of one message
 }
 
-func parseRetry(r *http.Request) (action, actionPage, error) {
+func (d *Dashboard) parseRetry(r *http.Request) (action, actionPage, error) {
 	var page actionPage
-	a := &retry{}
-	id, err := parseID("id", r.PostFormValue("id"))
+	p, err := parsePick(r)
 	if err != nil {
 		return nil, page, err
 	}
-	status, stage, reason := r.PostFormValue("status"), r.PostFormValue("stage"), r.PostFormValue("reason")
-	if id > 0 {
-		if status != "" || stage != "" || reason != "" {
-			return nil, page, errors.New("give a message id, or a status (with a stage and a reason), not both")
-		}
-		a.params.IDs = []int64{id}
+	c, err := parseChange(r, d.opts.Stages)
+	if err != nil {
+		return nil, page, err
+	}
+	page.What = p.what()
+	if w := c.what(); w != "" {
+		page.What += ", " + w
+	}
+	page.Fields = append(p.fields(), c.fields()...)
+	at := c.ToStage
+	if at == "" {
+		at = p.Stage
+	}
+	page.Next = queryOf("/messages", "stage", at, "status", string(queue.Pending))
+	switch {
+	case p.Scope == "" && len(p.IDs) == 1:
+		// One message, as the message page and pepsi queue retry ID ask.
+		id := p.IDs[0]
 		page.id = id
-		page.What = "message " + strconv.FormatInt(id, 10)
 		page.Next = "/messages/" + strconv.FormatInt(id, 10)
-		page.Fields = []field{{"id", strconv.FormatInt(id, 10)}}
-		return a, page, nil
+		return &retry{params: admin.RedriveParams{IDs: []int64{id}, ToStage: c.ToStage, Priority: c.Priority}, change: c.what()}, page, nil
+	case p.ticked():
+		return &selectionAction{kind: "retry", sel: p.selection(), change: c}, page, nil
 	}
-	if a.params.Status, err = queue.ParseStatus(status); err != nil {
-		return nil, page, fmt.Errorf("status: %v", err)
+	if p.status == "" {
+		return nil, page, errors.New(`status: unknown status "": a retry of a list's messages takes a status (failed, paused, done or running)`)
 	}
-	if a.params.Status == queue.Pending {
+	if p.status == queue.Pending {
 		return nil, page, errors.New("status pending: pending messages are queued already")
 	}
-	if len(stage) > maxText || len(reason) > maxText {
-		return nil, page, fmt.Errorf("stage and reason take at most %d bytes", maxText)
+	if p.Older == "" && p.Newer == "" && p.Text == "" {
+		// pepsi queue retry --status S [--stage NAME] (and a failure group).
+		return &retry{params: admin.RedriveParams{Status: p.status, Stage: p.Stage, Reason: p.Reason, ToStage: c.ToStage, Priority: c.Priority}}, page, nil
 	}
-	a.params.Stage, a.params.Reason = stage, reason
-	page.What = "every " + status + " message"
-	if stage != "" {
-		page.What += " at stage " + stage
-	}
-	if reason != "" {
-		page.What += " failed with " + strconv.Quote(reason)
-	}
-	page.Next = queryOf("/messages", "stage", stage, "status", string(queue.Pending))
-	page.Fields = []field{{"status", status}, {"stage", stage}, {"reason", reason}}
-	return a, page, nil
+	return &selectionAction{kind: "retry", sel: p.selection(), change: c}, page, nil
 }
 
 func (a *retry) count(ctx context.Context, db *admin.DB, page *actionPage) error {
@@ -74,7 +79,10 @@ func (a *retry) count(ctx context.Context, db *admin.DB, page *actionPage) error
 	if err != nil {
 		return err
 	}
-	page.What += " (" + string(m.Status) + " at stage " + m.Stage + ")"
+	page.What = "message " + strconv.FormatInt(page.id, 10) + " (" + string(m.Status) + " at stage " + m.Stage + ")"
+	if a.change != "" {
+		page.What += ", " + a.change
+	}
 	switch m.Status {
 	case queue.Pending:
 		page.Pending = 1

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -24,7 +23,7 @@ const chartBins = 15
 type sample struct {
 	at     time.Time
 	ok     map[string]int64 // processed passes by stage
-	failed map[string]int64 // failed passes by stage
+	failed map[string]int64 // failed passes by stage: failed answers, timeouts, crashes
 }
 
 // bin is one bar of a chart: the passes per second over [Start, End).
@@ -42,45 +41,14 @@ type sampler struct {
 
 	mu      sync.Mutex
 	samples []sample // oldest first
-	failing bool
 }
 
 func newSampler(window, every time.Duration) *sampler {
 	return &sampler{window: window, every: every}
 }
 
-// run takes a sample now and every s.every until ctx ends. A failure is
-// logged once, and once more when sampling works again.
-func (s *sampler) run(ctx context.Context, dbf func(context.Context) (*admin.DB, error), log *slog.Logger) {
-	tick := time.NewTicker(s.every)
-	defer tick.Stop()
-	for {
-		err := s.take(ctx, dbf)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil && !s.failing:
-			log.Warn("dashboard: sampling the statistics failed; the throughput charts have a gap", "err", err)
-		case err == nil && s.failing:
-			log.Info("dashboard: sampling the statistics works again")
-		}
-		s.failing = err != nil
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // take reads the statistics and adds them as a sample.
-func (s *sampler) take(ctx context.Context, dbf func(context.Context) (*admin.DB, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, max(s.every, 5*time.Second))
-	defer cancel()
-	db, err := dbf(ctx)
-	if err != nil {
-		return err
-	}
+func (s *sampler) take(ctx context.Context, db *admin.DB) error {
 	stages, _, err := db.ReadStats(ctx)
 	if err != nil {
 		return err
@@ -95,7 +63,7 @@ func (s *sampler) add(at time.Time, stages []queue.StageStats) {
 	x := sample{at: at, ok: make(map[string]int64, len(stages)), failed: make(map[string]int64, len(stages))}
 	for _, st := range stages {
 		x.ok[st.Stage] = st.Processed
-		x.failed[st.Stage] = st.Failed
+		x.failed[st.Stage] = st.Failed + st.Timeouts + st.Crashes
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,6 +113,37 @@ func (s *sampler) around(start, end time.Time) (from, to *sample) {
 		to = x
 	}
 	return from, to
+}
+
+// failures is a stage's failed passes and all its passes (ok and failed)
+// over the window ending at now, from the samples within it and the last
+// one before it, and the time they span (less than the window while the
+// server has not sampled it all); ok is false with fewer than two samples. A counter that went down
+// (its row deleted) adds nothing.
+func (s *sampler) failures(stage string, now time.Time) (failed, passes int64, spans time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := now.Add(-s.window)
+	var prev *sample
+	for i := range s.samples {
+		x := &s.samples[i]
+		if x.at.After(now) {
+			break
+		}
+		if x.at.Before(start) {
+			prev = x // the last one before the window bounds it
+			continue
+		}
+		if prev != nil {
+			f := max(x.failed[stage]-prev.failed[stage], 0)
+			failed += f
+			passes += f + max(x.ok[stage]-prev.ok[stage], 0)
+			spans += x.at.Sub(prev.at)
+			ok = true
+		}
+		prev = x
+	}
+	return failed, passes, spans, ok
 }
 
 // stages names the stages of the latest sample.

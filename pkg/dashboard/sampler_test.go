@@ -82,7 +82,7 @@ func TestSamplerSumsWriters(t *testing.T) {
 	}
 	defer adb.Close()
 	s := newSampler(time.Minute, time.Second)
-	if err := s.take(ctx, func(context.Context) (*admin.DB, error) { return adb, nil }); err != nil {
+	if err := s.take(ctx, adb); err != nil {
 		t.Fatal(err)
 	}
 	if x := s.samples[0]; x.ok["a"] != 12 || x.failed["a"] != 3 || x.ok["b"] != 4 {
@@ -90,36 +90,49 @@ func TestSamplerSumsWriters(t *testing.T) {
 	}
 }
 
-// TestChart: bars scaled to the largest, ok below failed, titles with
-// the rates, unknown bars drawn flat.
+// TestChart: bars on the scale given (one for every stage), ok below
+// failed, titles with the rates and the failed share, unknown bars drawn
+// flat, the failed share in its lane under the axis (2 % visible), an axis
+// with ticks and the window's ends.
 func TestChart(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	bins := []bin{
 		{Start: t0, End: t0.Add(time.Minute)},
 		{Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute), Known: true, OK: 3, Failed: 1},
 		{Start: t0.Add(2 * time.Minute), End: t0.Add(3 * time.Minute), Known: true, OK: 2},
+		{Start: t0.Add(3 * time.Minute), End: t0.Add(4 * time.Minute), Known: true, OK: 4.9, Failed: 0.1},
 	}
-	svg := string(chartSVG(bins))
+	if top := chartTop(bins, []bin{{Known: true, OK: 7}}); top != 8 {
+		t.Errorf("the scale's top: %v, want 8 (7/s rounded up)", top)
+	}
+	svg := string(chartSVG(bins, 10, "15 min"))
 	for _, want := range []string{
-		`<svg class="chart" width="28" height="32"`,
-		`aria-label="throughput, 2.0/s in the last bar"`,
+		`<svg class="chart" width="46" height="60"`,
+		`aria-label="throughput, 5.0/s in the last bar; scale to 10/s"`,
 		`<title>12:00:00–12:01:00 UTC: not sampled</title>`,
-		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed</title>`,
-		`<rect class="ok" x="10" y="8.8" width="8" height="23.2"`,
-		`<rect class="failed" x="10" y="1.0" width="8" height="7.8"`,
-		`<rect class="ok" x="20" y="16.5" width="8" height="15.5"`,
+		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed (25` + nnbsp + `%)</title>`,
+		`<rect class="ok" x="12" y="25.2" width="10" height="10.8"`, // 3 of 10: 30 % of 36 px
+		`<rect class="failed" x="12" y="21.6" width="10" height="3.6"`,
+		`<rect class="share" x="12" y="37.5" width="10" height="12.0"`, // 25 %: the lane full
+		`<rect class="ok" x="24" y="28.8" width="10" height="7.2"`,
+		`<rect class="share" x="36" y="37.5" width="10" height="2.4"`, // 2 %: a fifth of the lane
+		`<line class="axis"`, `<line class="tick" x1="0.5"`, `>−15 min</text>`, `>now</text>`,
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("chart lacks %s:\n%s", want, svg)
 		}
 	}
-	if strings.Count(svg, `class="failed"`) != 1 {
-		t.Errorf("a failed bar where none failed:\n%s", svg)
+	if strings.Count(svg, `class="share"`) != 2 {
+		t.Errorf("a failed share where none failed:\n%s", svg)
+	}
+	// The same rates on a larger scale draw smaller bars.
+	if small := string(chartSVG(bins, 100, "15 min")); !strings.Contains(small, `<rect class="ok" x="12" y="34.9" width="10" height="1.1"`) {
+		t.Errorf("3/s on a scale to 100/s:\n%s", small)
 	}
 }
 
 func TestFormat(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1\u2009000", 1234567: "1\u2009234\u2009567", -45000: "-45\u2009000"} {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1\u202f000", 1234567: "1\u202f234\u202f567", -45000: "-45\u202f000"} {
 		if got := number(n); got != want {
 			t.Errorf("number(%d) = %q, want %q", n, got, want)
 		}
@@ -127,6 +140,21 @@ func TestFormat(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "0 s", 59 * time.Second: "59 s", 90 * time.Minute: "1 h", 47 * time.Hour: "47 h", 72 * time.Hour: "3 d", -time.Second: "0 s"} {
 		if got := span(d); got != want {
 			t.Errorf("span(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for f, want := range map[float64]string{0: "0" + nnbsp + "%", 0.0004: "<" + nnbsp + "0.1" + nnbsp + "%", 0.021: "2.1" + nnbsp + "%", 0.5: "50" + nnbsp + "%"} {
+		if got := percent(f); got != want {
+			t.Errorf("percent(%v) = %q, want %q", f, got, want)
+		}
+	}
+	for v, want := range map[float64]string{0: "0/min", 2.5: "+2.5/min", -1234: "−1" + nnbsp + "234/min"} {
+		if got := perMinute(v); got != want {
+			t.Errorf("perMinute(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]float64{0: 0, 0.7: 0.8, 3: 3, 3.1: 4, 2800: 3000, 410: 500, 1000: 1000, 9.4: 10, 11: 15} {
+		if got := niceTop(v); got != want {
+			t.Errorf("niceTop(%v) = %v, want %v", v, got, want)
 		}
 	}
 	for r, want := range map[float64]string{0: "0/s", 0.05: "3.0/min", 2.345: "2.3/s", 123.4: "123/s"} {

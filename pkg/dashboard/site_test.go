@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,6 +214,7 @@ type req struct {
 	origin     string // the Origin header
 	fetchSite  string // the Sec-Fetch-Site header
 	accept     string
+	noFollow   bool // answer a redirect with itself
 }
 
 var alice = req{user: "alice", pass: alicePass}
@@ -229,6 +231,10 @@ type response struct {
 // client is the tests' HTTP client; it trusts any certificate (the TLS
 // test's is made up).
 var client = &http.Client{Timeout: time.Minute, Transport: insecureTransport()}
+
+// noFollow is client without following redirects.
+var noFollow = &http.Client{Timeout: time.Minute, Transport: insecureTransport(),
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // do sends a request to the site; form, when not nil, is posted.
 func (s *site) do(method, path string, form url.Values, o req) response {
@@ -256,7 +262,11 @@ func (s *site) do(method, path string, form url.Values, o req) response {
 	if o.accept != "" {
 		r.Header.Set("Accept", o.accept)
 	}
-	resp, err := client.Do(r)
+	cl := client
+	if o.noFollow {
+		cl = noFollow
+	}
+	resp, err := cl.Do(r)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -373,6 +383,14 @@ func ownStages(t *testing.T, dsn string, stages ...string) *queue.Listener {
 // the test ends.
 func standbyFor(t *testing.T, dsn, stage string) *queue.Listener {
 	t.Helper()
+	l, _ := stoppableStandby(t, dsn, stage)
+	return l
+}
+
+// stoppableStandby is standbyFor, and a function that stops the standby
+// before the test ends (its session gone).
+func stoppableStandby(t *testing.T, dsn, stage string) (*queue.Listener, func()) {
+	t.Helper()
 	l, err := queue.Dial(ctx(t), dsn, "pepsi_ingress")
 	if err != nil {
 		t.Fatal(err)
@@ -383,12 +401,16 @@ func standbyFor(t *testing.T, dsn, stage string) *queue.Listener {
 		defer close(done)
 		_ = l.WaitFor(wctx, stage, stage == "")
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		l.Close(context.Background())
-	})
-	return l
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			l.Close(context.Background())
+		})
+	}
+	t.Cleanup(stop)
+	return l, stop
 }
 
 // insecureTransport is http.DefaultTransport trusting any certificate.

@@ -410,7 +410,7 @@ func TestMessage(t *testing.T) {
 		!strings.Contains(r.header.Get("Content-Disposition"), `attachment; filename="message-`+lid+`.bin"`) {
 		t.Errorf("download: %d, %d bytes, %v", r.code, len(r.body), r.header)
 	}
-	if body := s.get("/messages/"+lid, http.StatusOK, req{}); !strings.Contains(body, "the first 65\u2009536 shown") {
+	if body := s.get("/messages/"+lid, http.StatusOK, req{}); !strings.Contains(body, "the first 65\u202f536 shown") {
 		t.Error("the page does not say the payload is cut")
 	}
 

@@ -1,0 +1,309 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/queue"
+)
+
+// The dashboard's bulk actions: a retry or a purge of the messages an
+// operator picked on a list, by ticking them or by taking every message
+// that matches the list's filters. They keep Redrive's and Purge's rules
+// (the same statements, batches of DefaultBatch rows each in its own
+// transaction, and running rows left alone while a dispatcher holds them),
+// with every filter of Browse.
+
+// Selection is messages picked on a list: the IDs ticked, or every message
+// matching the filters (Browse's, without its paging), or both (the ticked
+// ones that still match). The zero Selection is every message.
+type Selection struct {
+	IDs       []int64
+	Stage     string
+	Status    queue.Status
+	OlderThan time.Duration // last updated at least this long ago
+	NewerThan time.Duration // last updated less than this long ago
+	Text      string        // in the error or the dispatch_error, any case
+	Reason    string        // in this failure group (see FoldReason)
+}
+
+// SelectionRepair is what RedriveSelection or PurgeSelection did (or, with
+// a dry run, would do).
+type SelectionRepair struct {
+	Repair
+	// Skipped are messages of the selection the change does not apply to
+	// for their status: pending ones for a retry (counted in Pending too),
+	// live ones (pending, running, paused) for a purge.
+	Skipped int64
+	// Missing are ticked ids that no longer exist.
+	Missing int64
+}
+
+// conds returns the selection's conditions on pepsi.state, adding their
+// arguments with arg; an unknown status is an error.
+func (s Selection) conds(arg func(any) string) ([]string, error) {
+	var where []string
+	if len(s.IDs) > 0 {
+		where = append(where, "id = ANY("+arg(s.IDs)+"::bigint[])")
+	}
+	if s.Stage != "" {
+		where = append(where, "stage = "+arg(s.Stage))
+	}
+	if s.Status != "" {
+		if !slices.Contains(queue.Statuses, s.Status) {
+			return nil, fmt.Errorf("unknown status %q", s.Status)
+		}
+		// A literal, as Browse writes it, for the partial indexes.
+		where = append(where, "status = '"+string(s.Status)+"'")
+	}
+	if s.OlderThan > 0 {
+		where = append(where, "updated_at <= now() - "+arg(s.OlderThan)+"::interval")
+	}
+	if s.NewerThan > 0 {
+		where = append(where, "updated_at > now() - "+arg(s.NewerThan)+"::interval")
+	}
+	if s.Text != "" {
+		pat := arg("%" + likeEscaper.Replace(s.Text) + "%")
+		where = append(where, "(error ILIKE "+pat+" OR dispatch_error ILIKE "+pat+")")
+	}
+	if s.Reason != "" {
+		where = append(where, reasonSQL+" = "+arg(s.Reason))
+	}
+	return where, nil
+}
+
+// statement collects the arguments of a statement built on a selection.
+type statement struct {
+	args []any
+}
+
+func (st *statement) arg(v any) string {
+	st.args = append(st.args, v)
+	return "$" + strconv.Itoa(len(st.args))
+}
+
+func whereOf(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// CountSelection counts the messages of sel, up to limit (0: all of
+// them); more says there are more than limit.
+func (db *DB) CountSelection(ctx context.Context, sel Selection, limit int64) (n int64, more bool, err error) {
+	var st statement
+	conds, err := sel.conds(st.arg)
+	if err != nil {
+		return 0, false, err
+	}
+	sql := "SELECT count(*) FROM pepsi.state" + whereOf(conds)
+	if limit > 0 {
+		sql = "SELECT count(*) FROM (SELECT 1 FROM pepsi.state" + whereOf(conds) + " LIMIT " + st.arg(limit+1) + ") s"
+	}
+	if err := db.pool.QueryRow(ctx, sql, st.args...).Scan(&n); err != nil {
+		return 0, false, err
+	}
+	if limit > 0 && n > limit {
+		return limit, true, nil
+	}
+	return n, false, nil
+}
+
+// RedriveSelection puts the failed, paused, done and (at stages no
+// dispatcher owns) running messages of sel back to pending, as Redrive
+// does: at toStage when it is set, with priority when it is not nil, their
+// timeout, attempts and errors cleared, and wakes the dispatcher. Pending
+// messages of sel are left alone and counted. With dryRun it counts.
+func (db *DB) RedriveSelection(ctx context.Context, sel Selection, toStage string, priority *int32, dryRun bool) (SelectionRepair, error) {
+	sts := redrivable
+	if sel.Status != "" {
+		sts = slices.DeleteFunc(slices.Clone(sts), func(s queue.Status) bool { return s != sel.Status })
+	}
+	res, err := db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64) error {
+		if _, err := tx.Exec(ctx, redriveSQL, ids, toStage, statusText(sts), priority); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, notifySQL)
+		return err
+	})
+	res.Pending = res.Skipped
+	return res, err
+}
+
+// PurgeSelection deletes the done and failed messages of sel, payload and
+// all, as Purge does; the live ones (pending, running, paused) are left
+// alone and counted in Skipped. With dryRun it counts.
+func (db *DB) PurgeSelection(ctx context.Context, sel Selection, dryRun bool) (SelectionRepair, error) {
+	sts := []queue.Status{queue.Done, queue.Failed}
+	if sel.Status != "" {
+		sts = slices.DeleteFunc(sts, func(s queue.Status) bool { return s != sel.Status })
+	}
+	return db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64) error {
+		_, err := tx.Exec(ctx, purgeSQL, ids)
+		return err
+	})
+}
+
+// changeSelection applies a change to the messages of sel whose status is
+// one of sts, batch by batch in id order, each batch locked and changed in
+// its own transaction (a row changed meanwhile is checked again once
+// locked, and dropped when it no longer matches). Running rows are changed
+// only at stages no dispatcher owns, as batches decides, and the others
+// counted in Held. With dryRun it counts what it would change.
+func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.Status, dryRun bool, apply func(pgx.Tx, []int64) error) (SelectionRepair, error) {
+	var res SelectionRepair
+	if dryRun {
+		return db.countSelection(ctx, sel, sts)
+	}
+	// What the change leaves alone, counted before: the rows it changes
+	// leave the selection's statuses (a purge deletes them).
+	if len(sts) < len(queue.Statuses) {
+		var st statement
+		conds, err := sel.conds(st.arg)
+		if err != nil {
+			return res, err
+		}
+		conds = append(conds, "NOT status = ANY("+st.arg(statusText(sts))+"::text[])")
+		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state"+whereOf(conds), st.args...).Scan(&res.Skipped); err != nil {
+			return res, err
+		}
+	}
+	if len(sel.IDs) > 0 {
+		var found int64
+		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state WHERE id = ANY($1::bigint[])", sel.IDs).Scan(&found); err != nil {
+			return res, err
+		}
+		res.Missing = max(int64(len(uniqueIDs(sel.IDs)))-found, 0)
+	}
+	running := slices.Contains(sts, queue.Running)
+	held := false
+	var last int64
+	for len(sts) > 0 {
+		var ids []int64
+		err := db.inTx(ctx, func(tx pgx.Tx) error {
+			ids = nil
+			now := sts
+			if running && !held {
+				free, err := takeShared(ctx, tx)
+				if err != nil {
+					return err
+				}
+				held = !free
+			}
+			if held {
+				now = slices.DeleteFunc(slices.Clone(sts), func(s queue.Status) bool { return s == queue.Running })
+			}
+			if len(now) == 0 {
+				return nil
+			}
+			var st statement
+			conds, err := sel.conds(st.arg)
+			if err != nil {
+				return err
+			}
+			conds = append(conds, "status = ANY("+st.arg(statusText(now))+"::text[])", "id > "+st.arg(last),
+				"(status <> 'running' OR "+freeStage+")")
+			rows, err := tx.Query(ctx, "SELECT id FROM pepsi.state"+whereOf(conds)+
+				" ORDER BY id LIMIT "+strconv.Itoa(DefaultBatch)+" FOR UPDATE", st.args...)
+			if err != nil {
+				return err
+			}
+			if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ids) == 0 {
+				return err
+			}
+			return apply(tx, ids)
+		})
+		if err != nil {
+			return res, err
+		}
+		if len(ids) == 0 {
+			break
+		}
+		res.Changed += int64(len(ids))
+		last = ids[len(ids)-1]
+	}
+	if !running {
+		return res, nil
+	}
+	n, stage, err := db.heldOf(ctx, sel, held)
+	if err != nil {
+		return res, err
+	}
+	res.Held = n
+	return res, db.holder(ctx, &res.Repair, stage)
+}
+
+// countSelection is changeSelection's dry run.
+func (db *DB) countSelection(ctx context.Context, sel Selection, sts []queue.Status) (SelectionRepair, error) {
+	var res SelectionRepair
+	var found int64
+	var heldAt *string
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		all := false
+		if slices.Contains(sts, queue.Running) {
+			free, err := takeShared(ctx, tx)
+			if err != nil {
+				return err
+			}
+			all = !free
+		}
+		var st statement
+		conds, err := sel.conds(st.arg)
+		if err != nil {
+			return err
+		}
+		in := "status = ANY(" + st.arg(statusText(sts)) + "::text[])"
+		isHeld := "status = 'running' AND (" + st.arg(all) + " OR NOT " + freeStage + ")"
+		return tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE `+in+` AND NOT (`+isHeld+`)),
+		       count(*) FILTER (WHERE `+in+` AND `+isHeld+`),
+		       min(`+queue.HandedAt+`) FILTER (WHERE `+in+` AND `+isHeld+`),
+		       count(*) FILTER (WHERE NOT `+in+`), count(*)
+		  FROM pepsi.state`+whereOf(conds), st.args...).Scan(&res.Changed, &res.Held, &heldAt, &res.Skipped, &found)
+	})
+	if err != nil {
+		return res, err
+	}
+	if len(sel.IDs) > 0 {
+		res.Missing = max(int64(len(uniqueIDs(sel.IDs)))-found, 0)
+	}
+	stage := ""
+	if heldAt != nil {
+		stage = *heldAt
+	}
+	return res, db.holder(ctx, &res.Repair, stage)
+}
+
+// heldOf counts the running rows of sel at stages a dispatcher owns (all:
+// every one, a dispatcher without a stage set runs), and names one of
+// those stages.
+func (db *DB) heldOf(ctx context.Context, sel Selection, all bool) (int64, string, error) {
+	var n int64
+	var stage *string
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		var st statement
+		conds, err := sel.conds(st.arg)
+		if err != nil {
+			return err
+		}
+		conds = append(conds, "status = 'running'", "("+st.arg(all)+" OR NOT "+freeStage+")")
+		return tx.QueryRow(ctx, "SELECT count(*), min("+queue.HandedAt+") FROM pepsi.state"+whereOf(conds), st.args...).Scan(&n, &stage)
+	})
+	if stage == nil {
+		return n, "", err
+	}
+	return n, *stage, err
+}
+
+// uniqueIDs returns ids sorted, without repeats.
+func uniqueIDs(ids []int64) []int64 {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
