@@ -59,7 +59,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 			if st.Text != "" {
 				reason += ": " + st.Text
 			}
-			d.fail(w.pool, id, reason)
+			d.failedPass(w.pool, id, reason)
 		}
 		w.headAt = now
 	}
@@ -75,9 +75,9 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 	}
 }
 
-// fail books a failed pass of id at p's stage: the message fails, or is
+// failedPass books a failed pass of id at p's stage: the message fails, or is
 // paused for a retry while the stage's RETRIES allow.
-func (d *Dispatcher) fail(p *pool, id int64, reason string) {
+func (d *Dispatcher) failedPass(p *pool, id int64, reason string) {
 	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry})
 }
 
@@ -140,7 +140,7 @@ func (d *Dispatcher) timeout(w *worker, now time.Time) {
 // abandon fails the worker's head message with reason and puts the rest
 // back; the worker's later output is ignored.
 func (d *Dispatcher) abandon(w *worker, reason string) {
-	d.abandonWith(w, func(p *pool, id int64) { d.fail(p, id, reason) })
+	d.abandonWith(w, func(p *pool, id int64) { d.failedPass(p, id, reason) })
 }
 
 // abandonWith is abandon with the head message's verdict given by head.

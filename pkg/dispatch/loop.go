@@ -25,7 +25,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 		now := d.now()
 		d.turn(now)
 		if d.stopped(now) {
-			return d.finish(fatal)
+			return d.result(fatal)
 		}
 		d.observePools()
 		timer.Reset(max(d.nextDeadline(now).Sub(d.now()), 0))

@@ -562,7 +562,7 @@ func TestStopWrapUp(t *testing.T) {
 	if u.stopped(u.stopBy.Add(-time.Millisecond)) || !u.stopped(u.stopBy) {
 		t.Error("not given up on exactly at stopBy")
 	}
-	if u.finish(nil); !strings.Contains(u.log.String(), "giving up: the database did not answer in time") {
+	if u.result(nil); !strings.Contains(u.log.String(), "giving up: the database did not answer in time") {
 		t.Errorf("log: %s", u.log)
 	}
 }

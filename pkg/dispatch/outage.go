@@ -37,7 +37,7 @@ func (d *Dispatcher) crashHead(p *pool, id int64, reason string) {
 		d.outage.crashes = make(map[int64]struct{})
 	}
 	d.outage.crashes[id] = struct{}{}
-	d.fail(p, id, reason)
+	d.failedPass(p, id, reason)
 }
 
 // dbDown notes that a statement failed for want of the database: the

@@ -164,7 +164,7 @@ func TestStopWorkerLeft(t *testing.T) {
 	if u.stopped(u.stopBy.Add(-time.Millisecond)) || !u.stopped(u.stopBy) {
 		t.Error("not given up on exactly at stopBy")
 	}
-	u.finish(nil)
+	u.result(nil)
 	logs := u.log.String()
 	if !strings.Contains(logs, `"giving up: workers did not exit after SIGKILL; their messages stay running until the next start resets them" workers=1 count=2`) ||
 		strings.Contains(logs, "database") {

@@ -46,10 +46,10 @@ func (d *Dispatcher) stopped(now time.Time) bool {
 	return (d.workerCount() == 0 && d.wrapped && !d.busy()) || !now.Before(d.stopBy)
 }
 
-// finish reports what a stop left undone and returns the loop's result.
+// result reports what a stop left undone and returns the loop's result.
 // It writes nothing: what the database did not take in time stays as it
 // is, and the next start puts running rows back.
-func (d *Dispatcher) finish(fatal error) error {
+func (d *Dispatcher) result(fatal error) error {
 	unsettled := len(d.settles)
 	if j := d.settler.job; j != nil {
 		unsettled += len(j.turn.Settles)

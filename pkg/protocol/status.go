@@ -38,16 +38,44 @@ type Fused struct {
 	Seconds float64
 }
 
-// Move is a transition a status line asks the dispatcher to apply.
+// Move is a move: what becomes of a message after a pass. These are the
+// only moves; the worker package, the queue's verdicts and the settle
+// statement use them and their names.
 type Move uint8
 
-// The transitions a status line may carry.
+// The moves. A status line may carry all but Fail, which a stage makes
+// itself (pepsi.fail) so that the dead letter keeps its reason.
 const (
-	Stay    Move = iota // none: the stage moved the message itself (or failed)
-	Advance             // next:STAGE: on to another stage
-	Finish              // done: the message is done
-	Pause               // pause:SECONDS: retry the stage after a delay
+	Stay    Move = iota // none: the stage moved the message itself (or the pass failed)
+	Advance             // on to another stage: pepsi.advance(), next:STAGE
+	Finish              // done: pepsi.finish(), done
+	Pause               // run the stage again later: pepsi.pause(), pause:SECONDS
+	Fail                // dead-letter it, with a reason: pepsi.fail()
 )
+
+// The moves' names, as the SQL API, the settle statement and the logs
+// spell them.
+const (
+	AdvanceName = "advance"
+	FinishName  = "finish"
+	PauseName   = "pause"
+	FailName    = "fail"
+)
+
+// String returns the move's name; "" for Stay.
+func (m Move) String() string {
+	switch m {
+	case Advance:
+		return AdvanceName
+	case Finish:
+		return FinishName
+	case Pause:
+		return PauseName
+	case Fail:
+		return FailName
+	}
+	return ""
+}
 
 // Status is one parsed status line.
 type Status struct {

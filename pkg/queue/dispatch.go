@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
 // StageCap is how many more messages a stage can take.
@@ -291,11 +293,11 @@ const (
 	// for Settle.Delay when it is set, the claim's attempt taken back.
 	NotRun Verdict = "notrun"
 	// Advance: the pass was ok, moving the message on to Settle.Next.
-	Advance Verdict = "advance"
+	Advance Verdict = protocol.AdvanceName
 	// Finish: the pass was ok, finishing the message.
-	Finish Verdict = "finish"
+	Finish Verdict = protocol.FinishName
 	// Pause: the pass was ok, pausing the message for Settle.Delay.
-	Pause Verdict = "pause"
+	Pause Verdict = protocol.PauseName
 )
 
 // notMoved is the dispatch_error of a message whose stage answered 0

@@ -232,21 +232,12 @@ func (m *Message) Queue(sql string, args ...any) {
 	m.queued = append(m.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 }
 
-type moveKind int
-
-const (
-	none moveKind = iota
-	advance
-	finish
-	pause
-	fail
-)
 
 // Move is what becomes of a message after a successful pass. Build one
 // with Advance, Finish, Pause or Fail; the zero Move is an error (the
 // function forgot to say).
 type Move struct {
-	kind   moveKind
+	kind   protocol.Move
 	stage  string
 	delay  time.Duration
 	reason string
@@ -255,30 +246,30 @@ type Move struct {
 // Advance moves the message on to stage; it stays running and the
 // dispatcher queues it there. stage must differ from the current one (to
 // run a message at the same stage again, Pause it).
-func Advance(stage string) Move { return Move{kind: advance, stage: stage} }
+func Advance(stage string) Move { return Move{kind: protocol.Advance, stage: stage} }
 
 // Finish marks the message done.
-func Finish() Move { return Move{kind: finish} }
+func Finish() Move { return Move{kind: protocol.Finish} }
 
 // Pause parks the message; the dispatcher hands it to this stage again
 // once d has passed.
-func Pause(d time.Duration) Move { return Move{kind: pause, delay: d} }
+func Pause(d time.Duration) Move { return Move{kind: protocol.Pause, delay: d} }
 
 // Fail marks the message failed (the dead-letter state) with reason in its
 // error column. The pass itself succeeded: the answer is 0.
-func Fail(reason string) Move { return Move{kind: fail, reason: reason} }
+func Fail(reason string) Move { return Move{kind: protocol.Fail, reason: reason} }
 
 // String describes the move, e.g. "advance to deliver".
 func (o Move) String() string {
 	switch o.kind {
-	case advance:
-		return "advance to " + o.stage
-	case finish:
-		return "finish"
-	case pause:
-		return "pause for " + o.delay.String()
-	case fail:
-		return fmt.Sprintf("fail (%s)", o.reason)
+	case protocol.Advance:
+		return o.kind.String() + " to " + o.stage
+	case protocol.Finish:
+		return o.kind.String()
+	case protocol.Pause:
+		return o.kind.String() + " for " + o.delay.String()
+	case protocol.Fail:
+		return fmt.Sprintf("%s (%s)", o.kind, o.reason)
 	}
 	return "no move"
 }
@@ -286,18 +277,18 @@ func (o Move) String() string {
 // check refuses a move that cannot be carried out for m.
 func (o Move) check(m *Message) error {
 	switch o.kind {
-	case advance:
+	case protocol.Advance:
 		if protocol.CheckStage(o.stage) != nil {
 			return fmt.Errorf("cannot advance to %q: not a stage name", o.stage)
 		}
 		if o.stage == m.Stage {
 			return fmt.Errorf("cannot advance to %s: the message is already there (to run it again, pause it)", o.stage)
 		}
-	case pause:
+	case protocol.Pause:
 		if o.delay < 0 {
 			return fmt.Errorf("cannot pause for %s: negative delay", o.delay)
 		}
-	case none:
+	case protocol.Stay:
 		return fmt.Errorf("the stage function returned no move (use worker.Advance, Finish, Pause or Fail)")
 	}
 	return nil
@@ -314,11 +305,11 @@ func (o Move) answer(ctx context.Context, m *Message) (protocol.Status, error) {
 		return protocol.Status{}, err
 	}
 	switch o.kind {
-	case advance:
+	case protocol.Advance:
 		return protocol.Status{Move: protocol.Advance, Next: o.stage}, nil
-	case finish:
+	case protocol.Finish:
 		return protocol.Status{Move: protocol.Finish}, nil
-	case pause:
+	case protocol.Pause:
 		if o.delay.Seconds() > maxPause {
 			return protocol.Status{}, fmt.Errorf("cannot pause for %s on the status line: longer than %g s", o.delay, float64(maxPause))
 		}
@@ -338,11 +329,11 @@ func (o Move) answer(ctx context.Context, m *Message) (protocol.Status, error) {
 // (pkg/queue).
 func (o Move) statement(m *Message) (string, []any) {
 	switch o.kind {
-	case advance:
+	case protocol.Advance:
 		return "SELECT pepsi.advance($1, $2)", []any{m.ID, o.stage}
-	case finish:
+	case protocol.Finish:
 		return "SELECT pepsi.finish($1)", []any{m.ID}
-	case pause:
+	case protocol.Pause:
 		return "SELECT pepsi.pause($1, make_interval(secs => $2))", []any{m.ID, o.delay.Seconds()}
 	}
 	return "SELECT pepsi.fail($1, $2)", []any{m.ID, o.reason}
