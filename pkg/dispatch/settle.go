@@ -13,11 +13,10 @@ import (
 // cost in the server and the claim that follows it would be paid per
 // message. Answers free their workers' slots when they arrive, so the
 // wait holds up no worker; a message's next stage sees it up to
-// settleDelay later. 32 and 3 ms against 8 and 1 ms, alternated four
-// times (pepsi bench --only ceiling,commit): 3 972 against 3 675 passes/s
-// on average, the dispatcher's CPU 34 against 42 µs a pass. A settle
-// with answers of a stage with KEY goes at once: the keys of its messages
-// are held until it, and with them the next messages of those keys.
+// settleDelay later (the A/B behind the values: docs/performance-log.md).
+// A settle with answers of a stage with KEY goes at once: the keys of its
+// messages are held until it, and with them the next messages of those
+// keys.
 const (
 	settleWorth = 32
 	settleDelay = 3 * time.Millisecond

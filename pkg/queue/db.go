@@ -65,9 +65,9 @@ type Options struct {
 	// NoJIT turns the server's JIT compilation off in the pool's sessions
 	// (SET jit = off as each connects), for the dispatcher's sessions,
 	// which are its own (never a transaction pooler's): their statements
-	// touch a batch of rows by key, but the planner's cost for a batch of
-	// 2 000 passes jit_above_cost, and compiling it took 0.6 s where the
-	// settle itself took 28 ms.
+	// touch a batch of rows by key, but the planner's cost for a large
+	// batch passes jit_above_cost, and compiling it takes many times what
+	// the statement does (docs/design.md).
 	NoJIT bool
 }
 

@@ -55,9 +55,9 @@ type Claimed struct {
 //     latest version taken or skipped;
 //   - the result is the pick (id, wait) and the UPDATE's rows (id, stage
 //     as it is now) side by side, not joined: a join of two CTEs whose
-//     sizes the planner cannot know became a nested loop comparing every
-//     pair (870 ms for 2 048 claims on a database without statistics,
-//     20 ms with them). scanClaimed matches the two by id.
+//     sizes the planner cannot know becomes a nested loop comparing every
+//     pair on a database without statistics. scanClaimed matches the two
+//     by id.
 const claimSQL = `
 WITH picked AS (` + claimPickSQL + claimUpdateSQL
 
@@ -366,14 +366,13 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 // fails the statement (SQLSTATE 40001), which RunTurn runs again. Every
 // unfinished row of cur that is running is updated, so
 // the result is upd's rows and cur's others: no join of the two, whose
-// sizes the planner cannot know (it guessed one row and compared every
-// pair: 7 s for 2 000 verdicts). upd finds its rows by primary key from
-// cur, with s.id = ANY (ARRAY[x.id]) rather than s.id = x.id: that one
-// can only be a probe of the primary key per row of cur, never a merge or
-// a walk of the whole index in id order, which the planner chose when a
-// vacuum of an emptied state_live had left statistics saying it holds no
-// rows (a burst after that compared 200 000 rows with 2 000 verdicts, over
-// 30 s). upd has no condition of its own on s.status but the partition's
+// sizes the planner cannot know (it guesses one row and compares every
+// pair). upd finds its rows by primary key from cur, with
+// s.id = ANY (ARRAY[x.id]) rather than s.id = x.id: that one can only be a
+// probe of the primary key per row of cur, never a merge or a walk of the
+// whole index in id order, which the planner chooses when statistics say
+// state_live is empty (docs/design.md, "Claim and settle"). upd has no
+// condition of its own on s.status but the partition's
 // (which keeps it to state_live; an UPDATE through pepsi.state moves a row
 // it makes done or failed): cur holds their locks and read their latest
 // version, which is the one upd changes. A condition such as s.status =
