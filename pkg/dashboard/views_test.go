@@ -436,6 +436,12 @@ func TestHostileText(t *testing.T) {
 	s.fail(ids, script)
 	s.exec(`UPDATE pepsi.state SET dispatch_error = $2 WHERE id = $1`, ids[0], "</pre>"+script)
 	id := strconv.FormatInt(ids[0], 10)
+	// The overview shows the sampler's last count: wait for it.
+	testkit.Wait(t, "the hostile stage on the overview", time.Minute, func() bool {
+		var o overviewJSON
+		s.getJSON("/", alice, &o)
+		return len(o.Stages) == 1 && o.Stages[0].Stage == stage
+	})
 	inline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>`)
 	for _, path := range []string{"/", "/failures", "/messages", "/messages?status=failed&q=" + url.QueryEscape(script),
 		"/messages?stage=" + url.QueryEscape(stage), "/messages/" + id} {
