@@ -65,6 +65,23 @@ CREATE FUNCTION pepsi.armed() RETURNS boolean
     LANGUAGE sql
     AS $$ SELECT coalesce(pg_sequence_last_value('pepsi.wake_armed'), 1) <> 0 $$;
 
+-- FUNCTION cancel(bigint[], text, boolean)
+CREATE FUNCTION pepsi.cancel(p_ids bigint[], p_by text DEFAULT SESSION_USER, p_running boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    UPDATE pepsi.state SET status = 'failed', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
+                           timeout = NULL, updated_at = now()
+     WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n > 0 THEN
+        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+    END IF;
+    RETURN v_n;
+END $$;
+
 -- FUNCTION check_stage(text, text)
 CREATE FUNCTION pepsi.check_stage(p_fn text, p_stage text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
@@ -114,15 +131,16 @@ BEGIN
     RETURN v_n;
 END $_$;
 
--- FUNCTION enqueue(text, bytea, jsonb, integer, text)
-CREATE FUNCTION pepsi.enqueue(p_stage text, p_payload bytea DEFAULT '\x'::bytea, p_headers jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 0, p_key text DEFAULT NULL::text) RETURNS bigint
+-- FUNCTION enqueue(text, bytea, jsonb, integer, text, timestamp with time zone, interval)
+CREATE FUNCTION pepsi.enqueue(p_stage text, p_payload bytea DEFAULT '\x'::bytea, p_headers jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 0, p_key text DEFAULT NULL::text, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_delay interval DEFAULT NULL::interval) RETURNS bigint
     LANGUAGE plpgsql
     AS $$
 DECLARE
     v_id bigint;
 BEGIN
-    IF p_key IS NOT NULL THEN
-        SELECT k.id INTO v_id FROM pepsi.enqueue_key(p_stage, p_payload, p_headers, p_priority, p_key) k;
+    IF p_key IS NOT NULL OR p_run_at IS NOT NULL OR p_delay IS NOT NULL THEN
+        SELECT k.id INTO v_id FROM pepsi.enqueue_key(p_stage, p_payload, p_headers, p_priority, p_key,
+                                                     pepsi.run_at('pepsi.enqueue', p_run_at, p_delay)) k;
         RETURN v_id;
     END IF;
     PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
@@ -137,13 +155,16 @@ BEGIN
     RETURN v_id;
 END $$;
 
--- FUNCTION enqueue_key(text, bytea, jsonb, integer, text)
-CREATE FUNCTION pepsi.enqueue_key(p_stage text, p_payload bytea, p_headers jsonb, p_priority integer, p_key text, OUT id bigint, OUT created boolean) RETURNS record
+-- FUNCTION enqueue_key(text, bytea, jsonb, integer, text, timestamp with time zone)
+CREATE FUNCTION pepsi.enqueue_key(p_stage text, p_payload bytea, p_headers jsonb, p_priority integer, p_key text, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT id bigint, OUT created boolean) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
     v_try integer := 0;
 BEGIN
+    IF p_run_at IS NOT NULL THEN
+        p_run_at := pepsi.run_at('pepsi.enqueue', p_run_at, NULL);
+    END IF;
     PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
     IF p_key = '' THEN
         RAISE EXCEPTION 'pepsi.enqueue: key must not be empty (NULL for none)' USING ERRCODE = '22023';
@@ -157,30 +178,38 @@ BEGIN
             VALUES (coalesce(p_headers, '{}'), coalesce(p_payload, ''))
             RETURNING message.id
         )
-        INSERT INTO pepsi.state_live (id, stage, priority, flow_key)
-        SELECT m.id, p_stage, coalesce(p_priority, 0), CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
-             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END FROM m
+        INSERT INTO pepsi.state_live (id, stage, priority, flow_key, status, timeout)
+        SELECT m.id, p_stage, coalesce(p_priority, 0), CASE WHEN coalesce(p_headers, '{}') = '{}' OR p_run_at IS NOT NULL THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END,
+             CASE WHEN p_run_at IS NULL THEN 'pending' ELSE 'paused' END, p_run_at FROM m
         RETURNING state_live.id INTO id;
         created := true;
+        IF p_run_at IS NOT NULL THEN
+            PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+        END IF;
         RETURN;
     END IF;
     LOOP
         SELECT s.id INTO id FROM pepsi.state_live s
-         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused');
+         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused', 'held');
         IF FOUND THEN
             created := false;
             RETURN;
         END IF;
         id := nextval('pepsi.message_id_seq'::regclass);
-        INSERT INTO pepsi.state_live (id, stage, priority, dedup_key, flow_key)
-        VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' THEN NULL -- no headers: no key, no lookup
-             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END)
-        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused')
+        INSERT INTO pepsi.state_live (id, stage, priority, dedup_key, flow_key, status, timeout)
+        VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' OR p_run_at IS NOT NULL THEN NULL -- no headers: no key, no lookup
+             ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END,
+             CASE WHEN p_run_at IS NULL THEN 'pending' ELSE 'paused' END, p_run_at)
+        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'held')
         DO NOTHING;
         IF FOUND THEN
             INSERT INTO pepsi.message (id, headers, payload)
             VALUES (id, coalesce(p_headers, '{}'), coalesce(p_payload, ''));
             created := true;
+            IF p_run_at IS NOT NULL THEN
+                PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+            END IF;
             RETURN;
         END IF;
         v_try := v_try + 1;
@@ -287,6 +316,19 @@ CREATE FUNCTION pepsi.flow_key(p_value text) RETURNS text
     AS $$
     SELECT CASE WHEN octet_length(p_value) <= 256 THEN p_value ELSE 'md5:' || md5(p_value) END
 $$;
+
+-- FUNCTION hold(bigint[])
+CREATE FUNCTION pepsi.hold(p_ids bigint[]) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    UPDATE pepsi.state_live SET status = 'held', updated_at = now()
+     WHERE id = ANY (p_ids) AND status IN ('pending', 'paused');
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END $$;
 
 -- FUNCTION message_ahead(bigint, integer)
 CREATE FUNCTION pepsi.message_ahead(p_width bigint, p_ahead integer, OUT created integer, OUT seq bigint) RETURNS record
@@ -437,6 +479,68 @@ BEGIN
     END IF;
 END $$;
 
+-- FUNCTION pause_stage(text, text, text)
+CREATE FUNCTION pepsi.pause_stage(p_stage text, p_reason text DEFAULT ''::text, p_by text DEFAULT SESSION_USER) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pepsi.check_stage('pepsi.pause_stage', p_stage);
+    INSERT INTO pepsi.paused_stages (stage, paused_by, reason)
+    VALUES (p_stage, coalesce(nullif(p_by, ''), session_user), coalesce(p_reason, ''))
+    ON CONFLICT (stage) DO NOTHING;
+    RETURN FOUND; -- false: paused already (by whoever paused it first)
+END $$;
+
+-- FUNCTION release(bigint[])
+CREATE FUNCTION pepsi.release(p_ids bigint[]) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    UPDATE pepsi.state_live SET status = CASE WHEN timeout IS NULL THEN 'pending' ELSE 'paused' END, updated_at = now()
+     WHERE id = ANY (p_ids) AND status = 'held';
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n > 0 THEN
+        PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+    END IF;
+    RETURN v_n;
+END $$;
+
+-- FUNCTION resume_stage(text)
+CREATE FUNCTION pepsi.resume_stage(p_stage text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM pepsi.paused_stages WHERE stage = p_stage;
+    IF NOT FOUND THEN
+        RETURN false; -- it was not paused
+    END IF;
+    PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+    RETURN true;
+END $$;
+
+-- FUNCTION run_at(text, timestamp with time zone, interval)
+CREATE FUNCTION pepsi.run_at(p_fn text, p_run_at timestamp with time zone, p_delay interval) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF p_run_at IS NOT NULL AND p_delay IS NOT NULL THEN
+        RAISE EXCEPTION '%: give p_run_at or p_delay, not both', p_fn USING ERRCODE = '22023';
+    END IF;
+    IF p_delay < interval '0' THEN
+        RAISE EXCEPTION '%: the delay must be 0 or more, not %', p_fn, p_delay USING ERRCODE = '22023';
+    END IF;
+    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
+        RAISE EXCEPTION '%: run_at % is not a time (hold the message instead)', p_fn, p_run_at USING ERRCODE = '22023';
+    END IF;
+    p_run_at := coalesce(p_run_at, now() + p_delay);
+    IF p_run_at <= now() THEN
+        RETURN NULL;
+    END IF;
+    RETURN p_run_at;
+END $$;
+
 -- TABLE dispatch_stats
 CREATE TABLE pepsi.dispatch_stats (
     claimed bigint DEFAULT 0 NOT NULL,
@@ -518,6 +622,14 @@ CREATE TABLE pepsi.message_default (
     payload bytea DEFAULT '\x'::bytea NOT NULL
 );
 
+-- TABLE paused_stages
+CREATE TABLE pepsi.paused_stages (
+    stage text NOT NULL,
+    paused_by text NOT NULL,
+    paused_at timestamp with time zone DEFAULT now() NOT NULL,
+    reason text DEFAULT ''::text NOT NULL
+);
+
 -- TABLE schema_code
 CREATE TABLE pepsi.schema_code (
     one boolean DEFAULT true NOT NULL,
@@ -565,8 +677,7 @@ CREATE TABLE pepsi.state (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text,
-    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+    flow_key text
 )
 PARTITION BY LIST (status);
 
@@ -583,8 +694,7 @@ CREATE TABLE pepsi.state_done (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text,
-    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+    flow_key text
 )
 PARTITION BY RANGE (updated_at);
 
@@ -601,8 +711,7 @@ CREATE TABLE pepsi.state_done_default (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text,
-    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+    flow_key text
 );
 
 -- TABLE state_failed
@@ -618,8 +727,7 @@ CREATE TABLE pepsi.state_failed (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text,
-    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+    flow_key text
 );
 
 -- TABLE state_live
@@ -635,8 +743,7 @@ CREATE TABLE pepsi.state_live (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text,
-    CONSTRAINT state_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'done'::text, 'failed'::text])))
+    flow_key text
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
 
@@ -684,7 +791,7 @@ ALTER TABLE ONLY pepsi.state_done ATTACH PARTITION pepsi.state_done_default DEFA
 ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_failed FOR VALUES IN ('failed');
 
 -- TABLE ATTACH state_live
-ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_live FOR VALUES IN ('pending', 'running', 'paused');
+ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_live FOR VALUES IN ('pending', 'running', 'paused', 'held');
 
 -- DEFAULT message id
 ALTER TABLE ONLY pepsi.message ALTER COLUMN id SET DEFAULT nextval('pepsi.message_id_seq'::regclass);
@@ -716,6 +823,10 @@ ALTER TABLE ONLY pepsi.message_20001_30001
 -- CONSTRAINT message_default message_default_pkey
 ALTER TABLE ONLY pepsi.message_default
     ADD CONSTRAINT message_default_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT paused_stages paused_stages_pkey
+ALTER TABLE ONLY pepsi.paused_stages
+    ADD CONSTRAINT paused_stages_pkey PRIMARY KEY (stage);
 
 -- CONSTRAINT schema_code schema_code_pkey
 ALTER TABLE ONLY pepsi.schema_code
@@ -750,7 +861,7 @@ ALTER TABLE ONLY pepsi.wake
     ADD CONSTRAINT wake_pkey PRIMARY KEY (dispatcher);
 
 -- INDEX state_dedup
-CREATE UNIQUE INDEX state_dedup ON pepsi.state_live USING btree (dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text])));
+CREATE UNIQUE INDEX state_dedup ON pepsi.state_live USING btree (dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'held'::text])));
 
 -- INDEX state_done_id
 CREATE INDEX state_done_id ON ONLY pepsi.state_done USING btree (id);
@@ -759,10 +870,13 @@ CREATE INDEX state_done_id ON ONLY pepsi.state_done USING btree (id);
 CREATE INDEX state_done_default_id_idx ON pepsi.state_done_default USING btree (id);
 
 -- INDEX state_flow
-CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WHERE ((flow_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'paused'::text])));
+CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WHERE ((flow_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'paused'::text, 'held'::text])));
 
 -- INDEX state_paused
 CREATE INDEX state_paused ON pepsi.state_live USING btree (timeout) WHERE (status = 'paused'::text);
+
+-- INDEX state_paused_stage
+CREATE INDEX state_paused_stage ON pepsi.state_live USING btree (stage, timeout) WHERE (status = 'paused'::text);
 
 -- INDEX state_pending
 CREATE INDEX state_pending ON pepsi.state_live USING btree (stage, priority, id) INCLUDE (updated_at) WHERE (status = 'pending'::text);

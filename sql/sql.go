@@ -10,10 +10,14 @@
 // they differ from what the database has (pepsi.schema_code holds their
 // hash). So each statement there must make its object whatever was there
 // before: CREATE OR REPLACE FUNCTION, and triggers made again only when
-// they differ. A function whose arguments or result change needs a
-// numbered migration that drops the old one first (CREATE OR REPLACE
-// cannot change them, and would make a second function beside it); one
-// that is no longer wanted is dropped by a numbered migration too. A data
+// they differ. A function whose arguments or result change must have the
+// old one dropped first (CREATE OR REPLACE cannot change them, and would
+// make a second function beside it): by a DROP FUNCTION IF EXISTS of the
+// old signature in its file, just before the CREATE, so that the drop and
+// the new function commit together and producers never find it missing
+// (a numbered migration would drop it a transaction, and maybe many lock
+// waits, before the install makes it again; 20_enqueue.sql, schema 17).
+// One that is no longer wanted is dropped by a numbered migration. A data
 // change in a migration must not call these functions (they are not
 // installed yet on a new database): it writes out what it needs.
 //

@@ -107,17 +107,17 @@ type Message struct {
 	PayloadSize int             `json:"payload_size"`
 	// FlowKey is its key at a stage with KEY (KEY, KEY_LIMIT), and
 	// Behind the earliest unfinished message of that key there with a
-	// lower id, while it is pending or paused.
+	// lower id, while it is pending, paused or held.
 	FlowKey *string `json:"flow_key,omitempty"`
 	Behind  *int64  `json:"waits_behind,omitempty"`
 }
 
 // behindSQL is the earliest unfinished message of row s's key at its
-// stage with a lower id (pending and paused ones by state_flow, running
-// ones by state_running), while s is pending or paused.
-const behindSQL = `CASE WHEN s.flow_key IS NOT NULL AND s.status IN ('pending', 'paused') THEN least(
+// stage with a lower id (pending, paused and held ones by state_flow,
+// running ones by state_running), while s is pending, paused or held.
+const behindSQL = `CASE WHEN s.flow_key IS NOT NULL AND s.status IN ('pending', 'paused', 'held') THEN least(
     (SELECT min(e.id) FROM pepsi.state e WHERE e.stage = s.stage AND e.flow_key = s.flow_key AND e.id < s.id
-                                          AND e.status IN ('pending', 'paused')),
+                                          AND e.status IN ('pending', 'paused', 'held')),
     (SELECT min(e.id) FROM pepsi.state e WHERE e.status = 'running' AND e.id < s.id
                                           AND e.stage = s.stage AND e.flow_key = s.flow_key)) END`
 

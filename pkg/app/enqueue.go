@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,14 +37,16 @@ func enqueueCommand() *cli.Command {
 		Name:      "enqueue",
 		Usage:     "put messages into the queue of a stage",
 		ArgsUsage: "[FILE...]",
-		UsageText: "pepsi enqueue --stage NAME [--header KEY=VALUE]... [--priority N] [--key K] [--lines] [--quiet] [--verbose] [FILE...]",
+		UsageText: "pepsi enqueue --stage NAME [--header KEY=VALUE]... [--priority N] [--key K] [--at TIME | --delay DURATION] [--lines] [--quiet] [--verbose] [FILE...]",
 		Description: "Each FILE becomes one message, its bytes the payload; \"-\" or no FILE\n" +
 			"reads standard input. With --lines, every non-empty line of the input is\n" +
 			"a message instead (without its newline). All input is read first, then\n" +
 			"inserted with COPY in one transaction: either every message is enqueued\n" +
 			"or none. The new message ids are printed in input order, one per line.\n" +
 			"With --key, the one message is not created while a message with that key\n" +
-			"is unfinished (pending, running or paused): its id is printed instead.",
+			"is unfinished (pending, running, paused or held): its id is printed instead.\n" +
+			"With --at or --delay the messages are scheduled: they wait as paused and\n" +
+			"are not claimed before that time.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "enqueue at stage `NAME` (a [stage-NAME] of the configuration)"},
 			&cli.GenericFlag{Name: "header", Value: headers, Usage: "give every message the header `KEY=VALUE` (repeatable; short: -H)"},
@@ -53,6 +56,8 @@ func enqueueCommand() *cli.Command {
 			&cli.StringFlag{Name: "priority", Usage: "give the messages priority `N` (lower is claimed first; default 0)"},
 			&cli.StringFlag{Name: "key", Usage: "deduplication key `K`: no new message while one with K is unfinished (one message only)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, DisableDefaultText: true, Usage: "with --key: say on standard error whether the message is new"},
+			&cli.StringFlag{Name: "at", Usage: "schedule the messages: not claimed before `TIME` (RFC 3339, or local YYYY-MM-DD HH:MM[:SS])"},
+			&cli.StringFlag{Name: "delay", Usage: "schedule the messages `DURATION` from now (seconds, or 90s, 15m, 2h, 1d)"},
 		},
 		Action: enqueue,
 	}
@@ -85,6 +90,10 @@ func enqueue(c *cli.Context) error {
 	if keyed && c.Bool("lines") {
 		return usage("--key names one message; --lines makes many")
 	}
+	runAt, err := parseRunAt(c, time.Now())
+	if err != nil {
+		return err
+	}
 	files := c.Args().Slice()
 	if err := checkFiles(files); err != nil {
 		return err
@@ -116,9 +125,9 @@ func enqueue(c *cli.Context) error {
 		return err
 	}
 	if keyed {
-		return enqueueKeyed(c, db, queue.Keyed{Stage: stage, Payload: payloads[0], Headers: headers, Priority: deref(prio), Key: key})
+		return enqueueKeyed(c, db, queue.Keyed{Stage: stage, Payload: payloads[0], Headers: headers, Priority: deref(prio), Key: key, RunAt: runAt})
 	}
-	bulk := queue.Bulk{Stage: stage, Headers: headers, Payloads: payloads, Priority: deref(prio)}
+	bulk := queue.Bulk{Stage: stage, Headers: headers, Payloads: payloads, Priority: deref(prio), RunAt: runAt}
 	progress := len(payloads) >= progressMin && isTerminal(c.App.ErrWriter)
 	if progress {
 		bulk.Progress = func(n int) {
@@ -171,6 +180,56 @@ func enqueueKeyed(c *cli.Context, db *queue.DB, m queue.Keyed) error {
 	}
 	_, err = fmt.Fprintln(c.App.Writer, id)
 	return err
+}
+
+// localLayouts are the local times --at takes, besides RFC 3339.
+var localLayouts = []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04"}
+
+// parseRunAt reads --at and --delay: when the messages run (zero: now).
+// A time that is not after now, a negative delay, or both flags, are usage
+// errors. A zero delay is no schedule.
+func parseRunAt(c *cli.Context, now time.Time) (time.Time, error) {
+	at, delay := c.String("at"), c.String("delay")
+	switch {
+	case c.IsSet("at") && c.IsSet("delay"):
+		return time.Time{}, usage("--at and --delay both say when: give one")
+	case c.IsSet("at"):
+		t, err := parseTime(at)
+		if err != nil {
+			return time.Time{}, usage("--at %q: want RFC 3339 (2026-12-24T18:00:00+01:00) or a local time YYYY-MM-DD HH:MM[:SS]", at)
+		}
+		if !t.After(now) {
+			return time.Time{}, usage("--at %q: that time is past (now %s)", at, fmtTime(now))
+		}
+		return t, nil
+	case c.IsSet("delay"):
+		if strings.HasPrefix(strings.TrimSpace(delay), "-") {
+			return time.Time{}, usage("--delay %q: a delay must not be negative", delay)
+		}
+		d, err := config.ParseAge(strings.TrimSpace(delay))
+		if err != nil {
+			return time.Time{}, usage("--delay %q: want seconds or a duration such as 90s, 15m, 2h or 1d", delay)
+		}
+		if d == 0 {
+			return time.Time{}, nil
+		}
+		return now.Add(d), nil
+	}
+	return time.Time{}, nil
+}
+
+// parseTime reads RFC 3339, or a local time without a zone.
+func parseTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, l := range localLayouts {
+		if t, err := time.ParseInLocation(l, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("not a time")
 }
 
 // deref returns *p, or 0 for nil.

@@ -17,15 +17,16 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// queueCommand is "pepsi queue": inspection (summary, ls, show) and repair
-// (retry, purge) of the queue, for administrators. Each subcommand is in a
-// file of its own: queue_summary.go, queue_ls.go, queue_show.go,
-// queue_repair.go.
+// queueCommand is "pepsi queue": inspection (summary, ls, show), repair
+// (retry, purge) and control (pause, resume, hold, release, cancel) of the
+// queue, for administrators. Each subcommand is in a file of its own:
+// queue_summary.go, queue_ls.go, queue_show.go, queue_repair.go,
+// queue_controls.go.
 func queueCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "queue",
-		Usage:     "inspect and repair the queue (summary, ls, show, retry, purge)",
-		UsageText: "pepsi queue [summary]\npepsi queue ls|show|retry|purge [options] [arguments]",
+		Usage:     "inspect, repair and control the queue (summary, ls, show, retry, purge, pause, resume, hold, release, cancel)",
+		UsageText: "pepsi queue [summary]\npepsi queue ls|show|retry|purge|pause|resume|hold|release|cancel [options] [arguments]",
 		Description: "Without a command, prints the summary: messages per stage and status,\n" +
 			"and how long the oldest pending message of each stage has waited.",
 		Subcommands: []*cli.Command{
@@ -34,10 +35,15 @@ func queueCommand() *cli.Command {
 			queueShowCommand(),
 			queueRetryCommand(),
 			queuePurgeCommand(),
+			queuePauseCommand(),
+			queueResumeCommand(),
+			holdCommand.command(),
+			releaseCommand.command(),
+			cancelCommand.command(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usage("unknown queue command %q (want summary, ls, show, retry or purge)", c.Args().First())
+				return usage("unknown queue command %q (want summary, ls, show, retry, purge, pause, resume, hold, release or cancel)", c.Args().First())
 			}
 			return queueSummary(c)
 		},
@@ -77,13 +83,13 @@ func parseStatusFlag(c *cli.Context) (queue.Status, error) {
 	s := c.String("status")
 	if s == "" {
 		if c.IsSet("status") {
-			return "", usage("--status is empty (want pending, running, paused, done or failed)")
+			return "", usage("--status is empty (want pending, running, paused, held, done or failed)")
 		}
 		return "", nil
 	}
 	st, err := queue.ParseStatus(s)
 	if err != nil {
-		return "", usage("--status %q: unknown status (want pending, running, paused, done or failed)", s)
+		return "", usage("--status %q: unknown status (want pending, running, paused, held, done or failed)", s)
 	}
 	return st, nil
 }

@@ -32,11 +32,12 @@ func queueLsCommand() *cli.Command {
 		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--older-than DURATION] [--limit N] [--json]",
 		Description: "Lists the messages that match, in id (ingress) order: id, stage, status,\n" +
 			"attempts, priority, deduplication key, age (time since the row last\n" +
-			"changed), timeout (when a paused message is due) and error. With --json,\n" +
+			"changed), timeout (when a paused message is due: a retry, or a scheduled\n" +
+			"message, runs then; a held one keeps it for its release) and error. With --json,\n" +
 			"one JSON object per line.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
-			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: pending, running, paused, done or failed"},
+			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: pending, running, paused, held, done or failed"},
 			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "list at most `N` messages (0: all)"},
 			&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "one JSON object per line"},

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 func queueShowCommand() *cli.Command {
@@ -125,10 +126,18 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 	kv("updated", fmtTime(m.UpdatedAt)+" ("+fmtAge(now.Sub(m.UpdatedAt))+" ago)")
 	timeout := "-"
 	if m.Timeout != nil {
+		// A paused message (a retry, or a scheduled one) runs then.
 		if d := m.Timeout.Sub(now); d > 0 {
 			timeout = fmtTime(*m.Timeout) + " (in " + fmtAge(d) + ")"
 		} else {
 			timeout = fmtTime(*m.Timeout) + " (due)"
+		}
+	}
+	if m.Status == queue.Held {
+		if m.Timeout == nil {
+			timeout += " (held: pending when released)"
+		} else {
+			timeout += ", held: paused until then when released"
 		}
 	}
 	kv("timeout", timeout)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,7 +18,9 @@ func queueSummaryCommand() *cli.Command {
 		Name:  "summary",
 		Usage: "count the messages per stage and status (the default)",
 		Description: "Prints a table of the messages per stage and status, with each stage's\n" +
-			"total and how long its oldest pending message has waited, a line of totals,\n" +
+			"total, how long its oldest pending message has waited and when its next\n" +
+			"paused message (a retry, or a scheduled message) is due, a line of totals,\n" +
+			"a line for each paused stage (who paused it, when and why),\n" +
 			"a line for each stage with waiting messages that the configuration lacks,\n" +
 			"a line for each stage with KEY (as its dispatcher set it at start),\n" +
 			"and whether a dispatcher is running; while dispatchers with stage sets run,\n" +
@@ -50,17 +53,26 @@ func queueSummary(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	due, err := db.NextDue(c.Context)
+	if err != nil {
+		return err
+	}
+	paused, err := db.PausedStages(c.Context)
+	if err != nil {
+		return err
+	}
 
 	header := []string{"STAGE"}
 	for _, st := range queue.Statuses {
 		header = append(header, string(st))
 	}
-	header = append(header, "total", "OLDEST_PENDING")
+	header = append(header, "total", "OLDEST_PENDING", "NEXT_DUE")
 
 	type line struct {
 		n       map[queue.Status]int64
 		total   int64
 		pending *admin.Count
+		due     time.Time // when its next paused message is due
 	}
 	var order []string
 	lines := map[string]*line{}
@@ -93,7 +105,22 @@ func queueSummary(c *cli.Context) error {
 		if l.pending != nil {
 			age = fmtAge(now.Sub(l.pending.Oldest))
 		}
-		return append(r, strconv.FormatInt(l.total, 10), age)
+		next := "-"
+		if !l.due.IsZero() {
+			next = "due"
+			if d := l.due.Sub(now); d > 0 {
+				next = "in " + fmtAge(d)
+			}
+		}
+		return append(r, strconv.FormatInt(l.total, 10), age, next)
+	}
+	for s, t := range due {
+		if l := lines[s]; l != nil {
+			l.due = t
+		}
+		if all.due.IsZero() || t.Before(all.due) {
+			all.due = t
+		}
 	}
 	rows := make([][]string, 0, len(order)+1)
 	for _, s := range order {
@@ -105,6 +132,11 @@ func queueSummary(c *cli.Context) error {
 	}
 	for _, l := range unconfigured(cfg, counts) {
 		if _, err := fmt.Fprintln(c.App.Writer, l); err != nil {
+			return err
+		}
+	}
+	for _, p := range paused {
+		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: %s\n", p.Stage, pauseText(p, now)); err != nil {
 			return err
 		}
 	}
@@ -163,7 +195,7 @@ func printOwners(c *cli.Context, db *admin.DB, cfg *config.Config, inQueue []str
 }
 
 // unconfigured returns a line for each stage that has messages waiting
-// (pending or paused) but no [stage-NAME] section in cfg: no dispatcher
+// (pending, paused or held) but no [stage-NAME] section in cfg: no dispatcher
 // hands them out, and nothing else says so. A configuration without
 // stages (PEPSI_DSN alone) says nothing of any stage.
 func unconfigured(cfg *config.Config, counts []admin.Count) []string {
@@ -173,7 +205,7 @@ func unconfigured(cfg *config.Config, counts []admin.Count) []string {
 	var order []string
 	waiting := map[string]int64{}
 	for _, c := range counts {
-		if c.Status != queue.Pending && c.Status != queue.Paused {
+		if c.Status != queue.Pending && c.Status != queue.Paused && c.Status != queue.Held {
 			continue
 		}
 		if _, ok := cfg.Stage(c.Stage); ok {

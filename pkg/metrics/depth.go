@@ -12,10 +12,11 @@ import (
 )
 
 // queueCounts is one count of the queue: messages per stage and status,
-// and the database's clock when it was taken.
+// the paused stages, and the database's clock when it was taken.
 type queueCounts struct {
 	now    time.Time
 	counts []admin.Count
+	paused map[string]bool // stages handed nothing new (pepsi queue pause)
 }
 
 // readCounts counts the queue through src.
@@ -28,8 +29,31 @@ func readCounts(ctx context.Context, src *Source) (queueCounts, error) {
 	if q.counts, err = db.Counts(ctx); err != nil {
 		return q, err
 	}
+	ps, err := db.PausedStages(ctx)
+	if err != nil {
+		return q, err
+	}
+	q.paused = make(map[string]bool, len(ps))
+	for _, p := range ps {
+		q.paused[p.Stage] = true
+	}
 	q.now, err = db.Now(ctx)
 	return q, err
+}
+
+// newPausedDesc describes pepsi_stage_paused, which both collectors give.
+func newPausedDesc() *prometheus.Desc {
+	return prometheus.NewDesc("pepsi_stage_paused",
+		"1 while the stage is paused (pepsi queue pause): handed no new message; else 0.",
+		[]string{"stage"}, nil)
+}
+
+// pausedValue is pepsi_stage_paused of stage.
+func (q *queueCounts) pausedValue(stage string) float64 {
+	if q.paused[stage] {
+		return 1
+	}
+	return 0
 }
 
 // depthKey is one stage × status.
@@ -67,17 +91,20 @@ func stageNames(names []string, more ...[]string) []string {
 }
 
 func (q *queueCounts) stages() []string {
-	out := make([]string, len(q.counts))
-	for i, c := range q.counts {
-		out[i] = c.Stage
+	out := make([]string, 0, len(q.counts)+len(q.paused))
+	for _, c := range q.counts {
+		out = append(out, c.Stage)
+	}
+	for s := range q.paused {
+		out = append(out, s)
 	}
 	return out
 }
 
-// depthCollector is the dispatcher's view of the queue: pepsi_queue_depth
-// and pepsi_queue_oldest_pending_age_seconds, counted on scrape (at most
-// once per MaxAge), for every stage configured or with messages and every
-// status, zeros included.
+// depthCollector is the dispatcher's view of the queue: pepsi_queue_depth,
+// pepsi_queue_oldest_pending_age_seconds and pepsi_stage_paused, counted
+// on scrape (at most once per MaxAge), for every stage configured or with
+// messages and every status, zeros included.
 type depthCollector struct {
 	stages   []string
 	only     bool // the stages alone, not every one in the queue
@@ -85,6 +112,7 @@ type depthCollector struct {
 	log      *episode
 	depth    *prometheus.Desc
 	oldest   *prometheus.Desc
+	paused   *prometheus.Desc
 	failures prometheus.Counter
 }
 
@@ -100,6 +128,7 @@ func newDepthCollector(src *Source, stages []string, only bool, maxAge time.Dura
 		oldest: prometheus.NewDesc("pepsi_queue_oldest_pending_age_seconds",
 			"How long the oldest pending message of the stage has waited, in seconds; 0 when none is pending.",
 			[]string{"stage"}, nil),
+		paused: newPausedDesc(),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pepsi_queue_count_failures_total",
 			Help: "Scrapes whose count of the queue failed (its series were left out of them).",
@@ -110,6 +139,7 @@ func newDepthCollector(src *Source, stages []string, only bool, maxAge time.Dura
 func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.depth
 	ch <- d.oldest
+	ch <- d.paused
 	d.failures.Describe(ch)
 }
 
@@ -135,5 +165,6 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d.depth, prometheus.GaugeValue, float64(by[depthKey{stage, st}].N), stage, string(st))
 		}
 		ch <- prometheus.MustNewConstMetric(d.oldest, prometheus.GaugeValue, q.oldestAge(by[depthKey{stage, queue.Pending}]), stage)
+		ch <- prometheus.MustNewConstMetric(d.paused, prometheus.GaugeValue, q.pausedValue(stage), stage)
 	}
 }

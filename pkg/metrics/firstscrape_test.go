@@ -87,6 +87,7 @@ func TestFamiliesFromFirstScrape(t *testing.T) {
 		"pepsi_build_info":                        1,
 		"pepsi_queue_depth":                       n * statuses,
 		"pepsi_queue_oldest_pending_age_seconds":  n,
+		"pepsi_stage_paused":                      n,
 		"pepsi_queue_count_failures_total":        1,
 		"promhttp_metric_handler_errors_total":    2, // cause: encoding, gathering
 	}
@@ -107,6 +108,7 @@ func TestFamiliesFromFirstScrape(t *testing.T) {
 		"pepsi_dispatch_stats_updated_timestamp_seconds": 1,
 		"pepsi_queue_messages":                           n * statuses,
 		"pepsi_queue_oldest_pending_age_seconds":         n,
+		"pepsi_stage_paused":                             n,
 		"pepsi_dispatcher_running":                       1,
 		"pepsi_build_info":                               1,
 		"promhttp_metric_handler_errors_total":           2,

@@ -134,6 +134,7 @@ type Stats struct {
 	updated  *prometheus.Desc
 	messages *prometheus.Desc
 	oldest   *prometheus.Desc
+	paused   *prometheus.Desc
 	running  *prometheus.Desc
 }
 
@@ -191,6 +192,7 @@ func newStats(opts StatsOptions) *Stats {
 		messages: prometheus.NewDesc("pepsi_queue_messages", "Messages in the queue by stage and status.", []string{"stage", "status"}, nil),
 		oldest: prometheus.NewDesc("pepsi_queue_oldest_pending_age_seconds",
 			"How long the oldest pending message of the stage has waited, in seconds; 0 when none is pending.", []string{"stage"}, nil),
+		paused:  newPausedDesc(),
 		running: prometheus.NewDesc("pepsi_dispatcher_running", "1 when a dispatcher holds the single-dispatcher lock, else 0.", nil, nil),
 	}
 	return s
@@ -229,6 +231,7 @@ func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.updated
 	ch <- s.messages
 	ch <- s.oldest
+	ch <- s.paused
 	ch <- s.running
 }
 
@@ -269,6 +272,9 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range stages {
 		ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, snap.queue.oldestAge(by[depthKey{st, queue.Pending}]), st)
+	}
+	for _, st := range stages {
+		ch <- prometheus.MustNewConstMetric(s.paused, prometheus.GaugeValue, snap.queue.pausedValue(st), st)
 	}
 	running := 0.0
 	if snap.dispatcher != nil {

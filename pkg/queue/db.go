@@ -24,13 +24,14 @@ type Status string
 const (
 	Pending Status = "pending"
 	Running Status = "running"
-	Paused  Status = "paused"
+	Paused  Status = "paused" // until its timeout: a retry, or a scheduled message
+	Held    Status = "held"   // until an operator releases it (pepsi queue hold)
 	Done    Status = "done"
 	Failed  Status = "failed"
 )
 
 // Statuses lists every status in lifecycle order.
-var Statuses = []Status{Pending, Running, Paused, Done, Failed}
+var Statuses = []Status{Pending, Running, Paused, Held, Done, Failed}
 
 // ParseStatus returns the status named s, or an error naming it.
 func ParseStatus(s string) (Status, error) {
@@ -39,7 +40,7 @@ func ParseStatus(s string) (Status, error) {
 			return st, nil
 		}
 	}
-	return "", fmt.Errorf("unknown status %q (want pending, running, paused, done or failed)", s)
+	return "", fmt.Errorf("unknown status %q (want pending, running, paused, held, done or failed)", s)
 }
 
 // DB is a pool of connections to a pepsi database.

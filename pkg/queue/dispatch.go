@@ -42,6 +42,7 @@ type Claimed struct {
 
 // claimSQL takes, for each stage, up to its cap of pending rows in
 // priority order, ingress order within a priority: the LATERAL subquery walks state_pending and stops at the cap.
+// A stage in pepsi.paused_stages (pepsi queue pause) gets nothing.
 // The dispatcher is the only pending→running writer, so no row locks are
 // needed beyond the UPDATE's own.
 //
@@ -70,6 +71,7 @@ const claimPickSQL = `
             WHERE s.status = 'pending' AND s.stage >= c.stage AND s.stage <= c.stage
             ORDER BY s.stage, s.priority, s.id
             LIMIT c.cap) p
+     WHERE NOT EXISTS (SELECT FROM pepsi.paused_stages x WHERE x.stage = c.stage) -- paused: handed nothing new
 `
 
 // claimUpdateSQL is the claim's second half: the picked rows to running.
@@ -86,11 +88,11 @@ SELECT id, stage, priority, flow_key, 0 FROM upd`
 // claimKeyedSQL is claimSQL with stages that have KEY ($3 to $6): there
 // a message of key k is taken only while the messages of k in flight (the
 // dispatcher's count: $6, per stage a JSON object of key → messages held)
-// and the earlier messages of k pending or paused at the stage are
+// and the earlier messages of k pending, paused or held at the stage are
 // together fewer than KEY_LIMIT. With KEY_LIMIT = 1 that is: k is not held
 // and this is its earliest unfinished message there, so a key's messages
-// pass one at a time in ingress order, and a paused retry holds its key's
-// place. Messages without a key pass freely.
+// pass one at a time in ingress order, and a paused retry (or a held
+// message) holds its key's place. Messages without a key pass freely.
 //
 // A keyed stage's claim costs what it can take, not its backlog:
 //   - walk: the first 2 × cap + 16 pending rows in (priority, id) order,
@@ -121,32 +123,32 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
                      NOT c.held ? s.flow_key
                      AND NOT EXISTS (SELECT FROM pepsi.state_live e
                                       WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
-                                        AND e.status IN ('pending', 'paused'))
+                                        AND e.status IN ('pending', 'paused', 'held'))
                    ELSE
                      coalesce((c.held ->> s.flow_key)::int, 0) + (SELECT count(*) FROM (
                          SELECT FROM pepsi.state_live e
                           WHERE e.stage = c.stage AND e.flow_key = s.flow_key AND e.id < s.id
-                            AND e.status IN ('pending', 'paused')
+                            AND e.status IN ('pending', 'paused', 'held')
                           LIMIT c.lim) e) < c.lim
                    END
              LIMIT c.cap -- win is in (priority, id) order: the first cap that pass are the best
         ), heads AS (
             WITH RECURSIVE k(key, n) AS (
                 SELECT (SELECT e.flow_key FROM pepsi.state_live e
-                         WHERE e.stage = c.stage AND e.flow_key IS NOT NULL AND e.status IN ('pending', 'paused')
+                         WHERE e.stage = c.stage AND e.flow_key IS NOT NULL AND e.status IN ('pending', 'paused', 'held')
                          ORDER BY e.stage, e.flow_key LIMIT 1), 1
                  WHERE (SELECT count(*) FROM walk) < c.cap AND (SELECT count(*) FROM win) > 2 * c.cap + 15
               UNION ALL
                 SELECT (SELECT e.flow_key FROM pepsi.state_live e
                          WHERE e.stage = c.stage AND e.flow_key > k.key AND e.flow_key IS NOT NULL
-                           AND e.status IN ('pending', 'paused')
+                           AND e.status IN ('pending', 'paused', 'held')
                          ORDER BY e.stage, e.flow_key LIMIT 1), k.n + 1
                   FROM k WHERE k.key IS NOT NULL AND k.n < 10000
             )
             SELECT h.ctid, h.id, h.updated_at, h.priority FROM k
              CROSS JOIN LATERAL (
                  SELECT e.ctid, e.id, e.updated_at, e.priority, e.status FROM pepsi.state_live e
-                  WHERE e.stage = c.stage AND e.flow_key = k.key AND e.status IN ('pending', 'paused')
+                  WHERE e.stage = c.stage AND e.flow_key = k.key AND e.status IN ('pending', 'paused', 'held')
                   ORDER BY e.stage, e.flow_key, e.id
                   LIMIT greatest(c.lim - coalesce((c.held ->> k.key)::int, 0), 0)) h
              WHERE k.key IS NOT NULL AND h.status = 'pending'
@@ -154,6 +156,7 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
         SELECT u.ctid, u.id, u.updated_at FROM (SELECT * FROM walk UNION SELECT * FROM heads) u
          ORDER BY u.priority, u.id
          LIMIT c.cap) p
+     WHERE NOT EXISTS (SELECT FROM pepsi.paused_stages x WHERE x.stage = c.stage) -- paused: handed nothing new
 ` + claimUpdateSQL
 
 // Claim moves pending rows to running on q, each stage up to its cap, and
@@ -512,12 +515,25 @@ const HandedAt = "coalesce(handed, stage)"
 // resumeSQL flips due paused rows at the stages $1 (NULL: every stage) to
 // pending and returns how many, and when the next paused row there falls
 // due. A row whose pass is not settled yet (handed: see settleSQL) waits
-// for its settle, which reports when it falls due.
+// for its settle, which reports when it falls due. A scheduled message
+// (never run at its stage: attempts 0) gets its flow key now, as it
+// becomes pending (sql/functions/20_enqueue.sql). The next due time of a
+// stage set is read per stage (state_paused_stage): in state_paused's
+// order it would walk past every paused row of the other sets' stages.
+// The stage is a range, as in the claim, so that the planner cannot take
+// state_paused's order for the order asked for (with p.stage = st.stage
+// it did, guessing that half of its entries are of the stage).
 const resumeSQL = `
 WITH due AS (
-    UPDATE pepsi.state SET status = 'pending', timeout = NULL, updated_at = now()
+    UPDATE pepsi.state s SET status = 'pending', timeout = NULL, updated_at = now(),
+           flow_key = CASE WHEN s.flow_key IS NULL AND s.attempts = 0 THEN ` + flowKeyHere + ` ELSE s.flow_key END
      WHERE status = 'paused' AND timeout <= now() AND handed IS NULL AND ($1::text[] IS NULL OR stage = ANY($1))
     RETURNING id
 )
 SELECT (SELECT count(*) FROM due),
-       (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now() AND ($1::text[] IS NULL OR stage = ANY($1)))`
+       CASE WHEN $1::text[] IS NULL
+            THEN (SELECT min(timeout) FROM pepsi.state WHERE status = 'paused' AND timeout > now())
+            ELSE (SELECT min(n.timeout) FROM unnest($1::text[]) AS st(stage) CROSS JOIN LATERAL (
+                      SELECT p.timeout FROM pepsi.state_live p
+                       WHERE p.status = 'paused' AND p.stage >= st.stage AND p.stage <= st.stage AND p.timeout > now()
+                       ORDER BY p.stage, p.timeout LIMIT 1) n) END`

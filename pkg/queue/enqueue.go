@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,10 +40,13 @@ type Keyed struct {
 	Headers  map[string]string
 	Priority int32  // lower is claimed first within a stage
 	Key      string // deduplication key; "" for none
+	// RunAt, when set, schedules the message: it is not claimed before
+	// then (it waits as paused; see sql/functions/20_enqueue.sql).
+	RunAt time.Time
 }
 
 // EnqueueKeyed inserts m unless m.Key is held by an unfinished (pending,
-// running or paused) message: then it returns that message's id and
+// running, paused or held) message: then it returns that message's id and
 // created false. Concurrent callers with one key get one message.
 func EnqueueKeyed(ctx context.Context, q Querier, m Keyed) (id int64, created bool, err error) {
 	h, err := encodeHeaders(m.Headers)
@@ -56,8 +60,12 @@ func EnqueueKeyed(ctx context.Context, q Querier, m Keyed) (id int64, created bo
 	if m.Key != "" {
 		key = &m.Key
 	}
-	err = q.QueryRow(ctx, "SELECT id, created FROM pepsi.enqueue_key($1, $2, $3, $4, $5)",
-		m.Stage, m.Payload, h, m.Priority, key).Scan(&id, &created)
+	var runAt *time.Time
+	if !m.RunAt.IsZero() {
+		runAt = &m.RunAt
+	}
+	err = q.QueryRow(ctx, "SELECT id, created FROM pepsi.enqueue_key($1, $2, $3, $4, $5, $6)",
+		m.Stage, m.Payload, h, m.Priority, key, runAt).Scan(&id, &created)
 	return id, created, err
 }
 
@@ -78,6 +86,10 @@ type Bulk struct {
 	Stage    string
 	Headers  map[string]string
 	Priority int32 // lower is claimed first within a stage
+	// RunAt, when set, schedules the messages: they wait as paused until
+	// then, without a flow key (they take their key's place when they
+	// fall due), and every dispatcher is woken to learn when.
+	RunAt    time.Time
 	Payloads [][]byte
 	// Progress, when set, is called with the number of rows copied so far.
 	Progress func(copied int)
@@ -143,7 +155,10 @@ func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 			cols = append(cols, "priority") // else the column default, 0
 			state = append(state, b.Priority)
 		}
-		if len(b.Headers) > 0 {
+		if !b.RunAt.IsZero() {
+			cols = append(cols, "status", "timeout")
+			state = append(state, string(Paused), b.RunAt)
+		} else if len(b.Headers) > 0 {
 			// Their key at a stage with KEY (the same for every message:
 			// they share their headers), read in this transaction.
 			var key *string
@@ -159,7 +174,11 @@ func (db *DB) EnqueueBulk(ctx context.Context, b Bulk) ([]int64, error) {
 			state[0] = ids[i]
 			return state
 		}}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state_live"}, cols, states)
+		if _, err = tx.CopyFrom(ctx, pgx.Identifier{"pepsi", "state_live"}, cols, states); err != nil || b.RunAt.IsZero() {
+			return err
+		}
+		// Armed or not, a dispatcher must learn when they fall due.
+		_, err = tx.Exec(ctx, "SELECT pg_notify(s.ingress_channel, '') FROM pepsi.settings s")
 		return err
 	})
 	if err != nil {

@@ -99,7 +99,8 @@ func (db *DB) setFlowKeys(ctx context.Context, changed []string, want map[string
 			}
 		}
 		tag, err := tx.Exec(ctx, `UPDATE pepsi.state s SET flow_key = `+flowKeyHere+`
-			WHERE s.stage = ANY($1) AND s.status IN ('pending', 'running', 'paused')`, changed)
+			WHERE s.stage = ANY($1) AND (s.status IN ('pending', 'running', 'held')
+			      OR s.status = 'paused' AND (s.attempts > 0 OR s.flow_key IS NOT NULL))`, changed) // a scheduled message is keyed when due (resumeSQL)
 		*rows = tag.RowsAffected()
 		return err
 	})
