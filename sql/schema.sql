@@ -630,6 +630,15 @@ CREATE TABLE pepsi.paused_stages (
     reason text DEFAULT ''::text NOT NULL
 );
 
+-- TABLE schedule
+CREATE TABLE pepsi.schedule (
+    name text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    last_slot timestamp with time zone,
+    last_id bigint,
+    last_at timestamp with time zone
+);
+
 -- TABLE schema_code
 CREATE TABLE pepsi.schema_code (
     one boolean DEFAULT true NOT NULL,
@@ -827,6 +836,10 @@ ALTER TABLE ONLY pepsi.message_default
 -- CONSTRAINT paused_stages paused_stages_pkey
 ALTER TABLE ONLY pepsi.paused_stages
     ADD CONSTRAINT paused_stages_pkey PRIMARY KEY (stage);
+
+-- CONSTRAINT schedule schedule_pkey
+ALTER TABLE ONLY pepsi.schedule
+    ADD CONSTRAINT schedule_pkey PRIMARY KEY (name);
 
 -- CONSTRAINT schema_code schema_code_pkey
 ALTER TABLE ONLY pepsi.schema_code

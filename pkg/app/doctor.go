@@ -78,6 +78,7 @@ var doctorChecks = []doctorCheck{
 	{"connections", true, checkConnections},
 	{"stages", true, checkStages},
 	{"ingress", true, checkIngress},
+	{"schedules", true, checkSchedules},
 }
 
 // doctor is what the checks share: the configuration, the database, and

@@ -1,11 +1,12 @@
 // Package config loads and validates pepsi.conf, the INI file shared by every
 // pepsi command and by the stage programs (SPEC §3, seed 004 §23.3).
 //
-// The file has four kinds of section: [database] (DSN, WORKER_DSN),
+// The file has five kinds of section: [database] (DSN, WORKER_DSN),
 // [pepsi-dispatch] (the coordinator's settings), [pepsi-httpd] (the web
-// server's) and one [stage-NAME] per stage. Everything is validated up
-// front; every mistake is reported as an *Error that names the file and
-// the line, so `pepsi` can exit 2 with one clear message.
+// server's), one [stage-NAME] per stage and one [schedule-NAME] per
+// periodic message. Everything is validated up front; every mistake is
+// reported as an *Error that names the file and the line, so `pepsi` can
+// exit 2 with one clear message.
 package config
 
 import (
@@ -26,6 +27,10 @@ type Config struct {
 	Dispatch Dispatch // the [pepsi-dispatch] section
 	HTTPD    HTTPD    // the [pepsi-httpd] section
 	Stages   []Stage  // the [stage-NAME] sections, in file order
+
+	// Schedules are the [schedule-NAME] sections, in file order: messages
+	// the janitor dispatcher enqueues periodically (schedule.go).
+	Schedules []Schedule
 
 	// WorkerDSN is [database] WORKER_DSN: what the stage programs get as
 	// PEPSI_DSN instead of DSN, typically a connection pooler in front of

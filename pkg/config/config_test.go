@@ -327,13 +327,13 @@ func TestErrors(t *testing.T) {
 			`pepsi.conf:4: RECONNECT_MIN (5s) is longer than RECONNECT_MAX (2s)`},
 		// Sections.
 		{"unknown section", "[database]\nDSN = x\n[foo]\n",
-			`pepsi.conf:3: unknown section [foo] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])`},
+			`pepsi.conf:3: unknown section [foo] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])`},
 		{"sections are case-sensitive", "[Database]\n",
-			`pepsi.conf:1: unknown section [Database] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])`},
+			`pepsi.conf:1: unknown section [Database] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])`},
 		{"explicit DEFAULT", "[DEFAULT]\n",
-			`pepsi.conf:1: unknown section [DEFAULT] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])`},
+			`pepsi.conf:1: unknown section [DEFAULT] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])`},
 		{"unclosed header", "\n[database\n", `pepsi.conf:2: unclosed section header "[database"`},
-		{"empty header", "[]\n", `pepsi.conf:1: unknown section [] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])`},
+		{"empty header", "[]\n", `pepsi.conf:1: unknown section [] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])`},
 		{"junk after header", "[database] x\n", `pepsi.conf:1: unexpected "x" after [database]`},
 		{"duplicate section", "[database]\nDSN = a\n\n[database]\n",
 			`pepsi.conf:4: duplicate section [database] (first at line 1)`},
@@ -354,7 +354,7 @@ func TestErrors(t *testing.T) {
 
 		// Keys.
 		{"key before any section", "DSN = x\n",
-			`pepsi.conf:1: key "DSN" outside any section (put it under [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])`},
+			`pepsi.conf:1: key "DSN" outside any section (put it under [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])`},
 		{"unknown key", "[pepsi-dispatch]\n" + strings.Repeat("\n", 10) + "MAX_RUNTME = 5\n",
 			`pepsi.conf:12: unknown key "MAX_RUNTME" in [pepsi-dispatch]`},
 		{"lower-case key", "[database]\ndsn = x\n",
@@ -496,7 +496,7 @@ func TestErrors(t *testing.T) {
 			`pepsi.conf:2: PROGRAM: trailing backslash (lines cannot be continued) in "/bin/a \\"`},
 		{"NUL in PROGRAM", "[stage-a]\nPROGRAM = /bin/a\x00b\n", `pepsi.conf:2: PROGRAM: contains a NUL byte`},
 
-		{"first error wins", "[foo]\n[bar]\n", `pepsi.conf:1: unknown section [foo] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])`},
+		{"first error wins", "[foo]\n[bar]\n", `pepsi.conf:1: unknown section [foo] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -735,7 +735,7 @@ func TestResolve(t *testing.T) {
 		{name: "empty DSN", flag: noDSN,
 			wantErr: "DIR/nodsn.conf: no database: set [database] DSN in DIR/nodsn.conf or PEPSI_DSN"},
 		{name: "bad file", flag: badConf, env: map[string]string{"PEPSI_DSN": "x"},
-			wantErr: "DIR/bad.conf:3: unknown section [nope] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])"},
+			wantErr: "DIR/bad.conf:3: unknown section [nope] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -124,7 +124,7 @@ func surrounded(v string, q byte) bool {
 // rawSection is a section header and its keys found by the scanner.
 type rawSection struct {
 	name string
-	kind string // sectionDatabase, sectionDispatch, sectionHTTPD or stagePrefix
+	kind string // sectionDatabase, sectionDispatch, sectionHTTPD, stagePrefix or schedulePrefix
 	line int
 	keys []rawKey
 }
@@ -146,6 +146,12 @@ func Parse(file string, data []byte) (*Config, error) {
 	var reconnectLine int // the later RECONNECT_MIN or RECONNECT_MAX line
 	var stages *rawKey    // STAGES, checked once every stage is known
 	for _, s := range secs {
+		if s.kind == schedulePrefix {
+			if err := c.addSchedule(file, s); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		var st *Stage
 		if s.kind == stagePrefix {
 			c.Stages = append(c.Stages, newStage(strings.TrimPrefix(s.name, stagePrefix), s.line))
@@ -201,6 +207,9 @@ func Parse(file string, data []byte) (*Config, error) {
 			return nil, bad(stages.line, "STAGES: %s", msg)
 		}
 		c.StageSet, c.StageSetLine = names, stages.line
+	}
+	if err := c.checkSchedules(file); err != nil {
+		return nil, err
 	}
 	if c.Dispatch.ConfigFile == "" {
 		c.Dispatch.ConfigFile = file
@@ -322,7 +331,7 @@ func scan(file string, data []byte) ([]rawSection, error) {
 			return nil, bad(n, "missing key name before '='")
 		}
 		if len(secs) == 0 {
-			return nil, bad(n, "key %q outside any section (put it under [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])", name)
+			return nil, bad(n, "key %q outside any section (put it under [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])", name)
 		}
 		s := &secs[len(secs)-1]
 		if msg := checkKey(s, name); msg != "" {
@@ -352,8 +361,10 @@ func sectionKind(name string) (kind, msg string) {
 			return "", fmt.Sprintf("bad stage name %q in [%s] (%v)", s, name, err)
 		}
 		return stagePrefix, ""
+	case strings.HasPrefix(name, schedulePrefix):
+		return scheduleKind(name)
 	}
-	return "", fmt.Sprintf("unknown section [%s] (want [database], [pepsi-dispatch], [pepsi-httpd] or [stage-NAME])", name)
+	return "", fmt.Sprintf("unknown section [%s] (want [database], [pepsi-dispatch], [pepsi-httpd], [stage-NAME] or [schedule-NAME])", name)
 }
 
 // checkKey says what is wrong with key name in section s, if anything.

@@ -9,7 +9,7 @@ import (
 )
 
 // The work that is not per stage (the retention sweep, the vacuum check,
-// recording the ingress channel) is done by the holder of the janitor
+// the schedules, recording the ingress channel) is done by the holder of the janitor
 // lock alone. The lock can move: a dispatcher whose lock session failed
 // loses it, and another takes it at its next heartbeat. The services run
 // while this dispatcher holds it (see docs/design.md, "Stage sets and
@@ -90,6 +90,9 @@ func janitorServices(d *Dispatcher, db Store) []service {
 	}
 	if dc.VacuumInterval > 0 {
 		s = append(s, &vacuum{store: db, log: d.log, every: dc.VacuumInterval})
+	}
+	if sc := newScheduler(d, db); sc != nil {
+		s = append(s, sc)
 	}
 	return s
 }

@@ -21,6 +21,7 @@ type Store interface {
 	choreStore
 	retentionStore
 	vacuumStore
+	scheduleStore
 	Close()
 }
 
