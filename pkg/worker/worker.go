@@ -232,7 +232,6 @@ func (m *Message) Queue(sql string, args ...any) {
 	m.queued = append(m.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 }
 
-
 // Move is what becomes of a message after a successful pass. Build one
 // with Advance, Finish, Pause or Fail; the zero Move is an error (the
 // function forgot to say).
