@@ -307,3 +307,25 @@ func uniqueIDs(ids []int64) []int64 {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// SelectionIDs returns the ids of the messages of sel in id order, at
+// most limit of them; more says there are more. For a change that takes
+// ids (Hold, Release, Cancel) of a selection it cannot take itself.
+func (db *DB) SelectionIDs(ctx context.Context, sel Selection, limit int) (ids []int64, more bool, err error) {
+	var st statement
+	conds, err := sel.conds(st.arg)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := db.pool.Query(ctx, "SELECT id FROM pepsi.state"+whereOf(conds)+" ORDER BY id LIMIT "+st.arg(limit+1), st.args...)
+	if err != nil {
+		return nil, false, err
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return nil, false, err
+	}
+	if len(ids) > limit {
+		return ids[:limit], true, nil
+	}
+	return ids, false, nil
+}

@@ -34,7 +34,18 @@ type actionPage struct {
 	// unfinished (pending, running, paused).
 	Live int64 `json:"live_left_alone,omitempty"`
 	// Missing are ticked messages that no longer exist.
-	Missing   int64   `json:"missing,omitempty"`
+	Missing int64 `json:"missing,omitempty"`
+	// Skipped are messages a hold, release or cancel left alone for their
+	// status (SkipWhy says which it takes).
+	Skipped int64  `json:"left_alone,omitempty"`
+	SkipWhy string `json:"-"`
+	// A pause or resume: the stage, its pause (as it is, or as it was
+	// ended), and its pending messages.
+	Stage   string            `json:"stage,omitempty"`
+	Pause   *admin.StagePause `json:"pause,omitempty"`
+	Waiting int64             `json:"pending_at_stage,omitempty"`
+	// Input is a field the confirmation asks for (a pause's reason).
+	Input     *field  `json:"-"`
 	User      string  `json:"user"`
 	Next      string  `json:"next_url"`             // where to see the messages
 	ResultURL string  `json:"result_url,omitempty"` // the result's page, once done
@@ -54,6 +65,13 @@ type verb struct {
 var verbs = map[string]verb{
 	"retry": {"Retry", "Retried", "Put back to pending, with attempts, timeout and errors cleared,", "pepsi queue retry"},
 	"purge": {"Purge", "Purged", "Delete, payload and all,", "pepsi queue purge"},
+	"hold": {"Hold", "Held", "Hold, so that they are never claimed until released, keeping their place (id, key, deduplication key),",
+		"pepsi queue hold"},
+	"release": {"Release", "Released", "Release, back to pending (or paused until their retry or scheduled time),", "pepsi queue release"},
+	"cancel": {"Cancel", "Cancelled", "Cancel, ending them failed with the error \"cancelled by USER\" and their deduplication keys free again,",
+		"pepsi queue cancel"},
+	"pause":  {"Pause", "Paused", "Pause: every dispatcher hands nothing new to", "pepsi queue pause"},
+	"resume": {"Resume", "Resumed", "Resume: the dispatchers hand out again the pending messages of", "pepsi queue resume"},
 }
 
 // actor returns the user of r if it may act, else answers 403 and returns false.
@@ -134,7 +152,8 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 		page.Done = true
 		d.counts.invalidate()
 		d.log.Info("dashboard: "+done, "user", user, "remote", r.RemoteAddr, "what", page.What,
-			"changed", page.Count, "already_pending", page.Pending, "held", page.Held, "live_left_alone", page.Live, "missing", page.Missing)
+			"changed", page.Count, "already_pending", page.Pending, "held", page.Held, "live_left_alone", page.Live,
+			"left_alone", page.Skipped, "missing", page.Missing)
 		// Post, redirect, get: the result has a page of its own, so that
 		// reloading it does not act again.
 		page.ResultURL = "/actions/" + d.results.put(user, page)

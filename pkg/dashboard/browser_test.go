@@ -49,7 +49,9 @@ const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
 // configures, running messages no dispatcher holds); a failure group's
 // messages, three of them ticked and retried through the confirmation, the
 // result a page of its own that a reload does not post again, the rest
-// retried at another stage with a priority; the pages at a phone's width
+// retried at another stage with a priority; the controls (a stage paused
+// from the overview with a reason, its banner, resumed; ticked messages
+// held, then released; one cancelled from its page); the pages at a phone's width
 // (390 px: the overview's failed column in view without scrolling, the
 // page not scrolling sideways) and in the dark.
 func TestBrowser(t *testing.T) {
@@ -306,6 +308,61 @@ func TestBrowser(t *testing.T) {
 	}
 	if got := columnTexts(t, c, "table.messages td.status"); len(got) == 0 || slices.ContainsFunc(got, func(s string) bool { return s != "pending" }) {
 		t.Errorf("statuses after the retry: %v", got)
+	}
+
+	// The controls. Pause a stage from the overview, with a reason: its
+	// banner and its badge; then resume it.
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(c, actions...); err != nil {
+			fatal(what, err)
+		}
+	}
+	resultSays := func(what, want string) {
+		t.Helper()
+		step(what+": confirm", chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.CSS("a.next")))
+		if text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("main"))); err != nil || !strings.Contains(text, want) {
+			t.Errorf("%s: the result says %q, want %q (%v)", what, text, want, err)
+		}
+	}
+	overview("the overview's controls", `form[action="/pause"]`)
+	step("ask to pause parse", chromedp.Click(chromedp.CSS(`form[action="/pause"]:has(input[value="parse"]) button`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), "the parser's schema is changing"))
+	resultSays("pause parse", `Paused stage parse ("the parser's schema is changing")`)
+	overview("the paused stage's banner", "li.banner.paused")
+	if b := columnTexts(t, c, "li.banner.paused"); len(b) != 1 || !strings.Contains(b[0], "Stage parse is paused, by alice since") || !strings.Contains(b[0], "the parser's schema is changing") {
+		t.Errorf("the paused stage's banner: %v", b)
+	}
+	if badge := columnTexts(t, c, "table.stages span.badge.paused"); len(badge) != 1 {
+		t.Errorf("paused badges: %v", badge)
+	}
+	shot("overview-paused")
+	step("ask to resume parse", chromedp.Click(chromedp.CSS(`form[action="/resume"]:has(input[value="parse"]) button`)), chromedp.WaitVisible(chromedp.CSS("p.count")))
+	resultSays("resume parse", "Resumed stage parse")
+	overview("the overview without the pause", `form[action="/pause"]:has(input[value="parse"])`)
+
+	// Hold two ticked pending messages, then release every held one.
+	step("the pending messages of parse", chromedp.Navigate(s.base+"/messages?stage=parse&status=pending"), chromedp.WaitVisible(chromedp.CSS("table.messages")))
+	pendingIDs := columnTexts(t, c, "table.messages td.n a")
+	for _, id := range pendingIDs[:2] {
+		step("tick "+id, chromedp.Click(chromedp.CSS(`input[name="id"][value="`+id+`"]`)))
+	}
+	step("ask to hold them", chromedp.Click(chromedp.CSS(`button.ticked[formaction="/hold"]`)), chromedp.WaitVisible(chromedp.CSS("p.count")))
+	resultSays("hold", "Held 2 messages")
+	step("the held messages", chromedp.Navigate(s.base+"/messages?stage=parse&status=held"), chromedp.WaitVisible(chromedp.CSS("table.messages")))
+	if held := columnTexts(t, c, "table.messages td.n a"); len(held) != 2 {
+		t.Errorf("held: %v, want the 2 ticked", held)
+	}
+	step("ask to release them", chromedp.Click(chromedp.CSS(`button.all[formaction="/release"]`)), chromedp.WaitVisible(chromedp.CSS("p.count")))
+	resultSays("release", "Released 2 messages")
+
+	// Cancel one message from its page.
+	step("a pending message", chromedp.Navigate(s.base+"/messages/"+pendingIDs[2]), chromedp.WaitVisible(chromedp.CSS(`button.cancel`)))
+	step("ask to cancel it", chromedp.Click(chromedp.CSS(`button.cancel`)), chromedp.WaitVisible(chromedp.CSS("p.count")))
+	resultSays("cancel", "Cancelled 1 message")
+	if st := s.states([]int64{atoi(t, pendingIDs[2])}); st[0].Status != "failed" || st[0].Error == nil || *st[0].Error != "cancelled by alice" {
+		t.Errorf("the cancelled message: %+v", st[0])
 	}
 
 	// A phone: 390 px wide. The page does not scroll sideways; the

@@ -77,25 +77,25 @@ func newCountCache(keep time.Duration) *countCache {
 	return &countCache{keep: max(keep, trendSpan)}
 }
 
-// get returns a count no older than maxAge (done messages: doneMaxAge),
-// counting if need be.
-func (c *countCache) get(ctx context.Context, db *admin.DB, maxAge time.Duration) (queueCounts, error) {
-	return c.count(ctx, db, maxAge)
+// get returns a count whose live part is no older than maxAge and whose
+// done part is no older than doneAge, counting if need be.
+func (c *countCache) get(ctx context.Context, db *admin.DB, maxAge, doneAge time.Duration) (queueCounts, error) {
+	return c.count(ctx, db, maxAge, doneAge)
 }
 
 // refresh counts the live messages now, and the done ones when their count
 // is older than doneMaxAge: the sampler's count.
 func (c *countCache) refresh(ctx context.Context, db *admin.DB) error {
-	_, err := c.count(ctx, db, 0)
+	_, err := c.count(ctx, db, 0, doneMaxAge)
 	return err
 }
 
 // count returns the counts, counting the live messages again when their
 // count is older than maxAge and the done ones when theirs is older than
-// doneMaxAge.
-func (c *countCache) count(ctx context.Context, db *admin.DB, maxAge time.Duration) (queueCounts, error) {
+// doneAge.
+func (c *countCache) count(ctx context.Context, db *admin.DB, maxAge, doneAge time.Duration) (queueCounts, error) {
 	fresh := func(q queueCounts) (live, done bool) {
-		return !q.at.IsZero() && time.Since(q.at) < maxAge, !q.doneAt.IsZero() && time.Since(q.doneAt) < doneMaxAge
+		return !q.at.IsZero() && time.Since(q.at) < maxAge, !q.doneAt.IsZero() && time.Since(q.doneAt) < doneAge
 	}
 	c.mu.Lock()
 	cur := c.cur

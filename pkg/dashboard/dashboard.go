@@ -130,13 +130,14 @@ func (d *Dashboard) sample(ctx context.Context) error {
 	return errors.Join(errStats, errCounts, errSessions)
 }
 
-// countMaxAge is how old a count a page takes: while the sampler runs, it
-// counts every SampleEvery, and a page counts only when it has not.
-func (d *Dashboard) countMaxAge() time.Duration {
+// pageCounts returns the counts a page shows: while the sampler runs, it
+// counts every SampleEvery (done messages every doneMaxAge), and a page
+// counts only when it has not, for a while.
+func (d *Dashboard) pageCounts(ctx context.Context, db *admin.DB) (queueCounts, error) {
 	if d.sampling.Load() {
-		return 2 * d.opts.SampleEvery
+		return d.counts.get(ctx, db, 2*d.opts.SampleEvery, doneMaxAge+2*d.opts.SampleEvery)
 	}
-	return min(d.opts.SampleEvery, 2*time.Second)
+	return d.counts.get(ctx, db, min(d.opts.SampleEvery, 2*time.Second), doneMaxAge)
 }
 
 // sessionStages is the stages to ask the dispatchers' sessions about: the
@@ -190,6 +191,11 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /messages/{id}/payload", d.withDB(d.payload))
 	mux.HandleFunc("POST /retry", d.withDB(d.serveAction("retry", "retried", d.parseRetry)))
 	mux.HandleFunc("POST /purge", d.withDB(d.serveAction("purge", "purged", d.parsePurge)))
+	for _, c := range []struct{ name, done string }{{"hold", "held"}, {"release", "released"}, {"cancel", "cancelled"}} {
+		mux.HandleFunc("POST /"+c.name, d.withDB(d.serveAction(c.name, c.done, d.parseControl(c.name))))
+	}
+	mux.HandleFunc("POST /pause", d.withDB(d.serveAction("pause", "paused", d.parseStageControl("pause"))))
+	mux.HandleFunc("POST /resume", d.withDB(d.serveAction("resume", "resumed", d.parseStageControl("resume"))))
 	mux.HandleFunc("GET /actions/{token}", d.actionResult)
 	mux.Handle("GET /static/", staticHandler())
 	if d.opts.Metrics != nil {

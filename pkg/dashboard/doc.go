@@ -6,10 +6,10 @@
 // each as JSON with ?format=json or an Accept header that asks for it:
 //
 //   - / (overview.go): "is anything wrong?" first, a banner for each thing
-//     that is (no dispatcher, stages none owns, running messages none
-//     holds, stages with unfinished messages that pepsi.conf does not
-//     configure, a dispatcher whose standby is gone: standby.go keeps the
-//     standbys this server has seen); then per stage the failed and
+//     that is (no dispatcher, stages none owns, paused stages, running
+//     messages none holds, stages with unfinished messages that pepsi.conf
+//     does not configure, a dispatcher whose standby is gone: standby.go
+//     keeps the standbys this server has seen); then per stage the failed and
 //     pending messages, the failed passes of the last minutes and their
 //     share, the backlog's trend and when it would drain (counts.go), the
 //     oldest pending message, the other counts, throughput on one scale
@@ -31,11 +31,14 @@
 // data say when they read them and reload themselves with ?refresh=N
 // (refresh.go).
 //
-// Actions (actions.go, retry.go, purge.go, pick.go) retry or purge one
-// message, the messages ticked on a list, a failure group, or every
-// message a list's filters match, through admin.DB's Redrive and Purge (the
-// code of pepsi queue retry and purge) or, for what those cannot select,
-// its selection repairs, with the same guards for running rows. Each is a
+// Actions (actions.go, retry.go, purge.go, pick.go, controls.go) retry,
+// hold, release, cancel or purge one message, the messages ticked on a
+// list, a failure group, or every message a list's filters match, and
+// pause or resume a stage, through admin.DB's Redrive, Purge, Hold,
+// Release, Cancel, PauseStage and ResumeStage (the code of pepsi queue
+// retry, purge, hold, release, cancel, pause and resume) or, for what
+// those cannot select, its selection repairs and SelectionIDs, with the
+// same guards for running rows, on behalf of the dashboard's user. Each is a
 // POST that first answers with a confirmation showing how many messages it
 // will touch, and is done when posted again with confirm=yes; each is
 // logged with its user and answered with a redirect to its result's page

@@ -29,6 +29,14 @@ func span(d time.Duration) string {
 	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
 }
 
+// until says how long until t: "in 5 min", or "now" once it is past.
+func until(t time.Time) string {
+	if d := time.Until(t); d > time.Second {
+		return "in " + span(d)
+	}
+	return "now"
+}
+
 // timestamp writes t in UTC to the second.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 

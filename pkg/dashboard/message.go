@@ -44,6 +44,8 @@ type messagePage struct {
 	GroupURL string   `json:"group_url,omitempty"`
 	CanRetry bool     `json:"-"` // the message is not pending: retry would move it
 	Stages   []string `json:"-"` // the configured stages, where a retry may put it
+	// Controls are the controls its status takes (hold, release, cancel).
+	Controls []button `json:"-"`
 }
 
 // messageID reads the {id} of the path, or answers 400 and returns false;
@@ -63,8 +65,12 @@ func (d *Dashboard) messageID(w http.ResponseWriter, r *http.Request) (int64, bo
 // missing answers a request for a message that does not exist, or one
 // whose database work failed.
 func (d *Dashboard) missing(w http.ResponseWriter, r *http.Request, id int64, err error) {
-	if errors.Is(err, admin.ErrNotFound) {
+	switch {
+	case errors.Is(err, admin.ErrNotFound):
 		d.fail(w, r, http.StatusNotFound, "no such message: "+strconv.FormatInt(id, 10))
+		return
+	case errors.Is(err, errTooMany), errors.Is(err, errUnknownStage):
+		d.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	d.dbFailed(w, r, err)
@@ -90,8 +96,13 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB
 		Message:  m,
 		Headers:  headers(m.Headers),
 		Payload:  showPayload(head, size, id),
-		CanRetry: m.Status != queue.Pending,
+		CanRetry: m.Status != queue.Pending && m.Status != queue.Held,
 		Stages:   d.opts.Stages,
+	}
+	for _, c := range []button{{"hold", "Hold"}, {"release", "Release"}, {"cancel", "Cancel"}} {
+		if slices.Contains(controlStatuses[c.Action], m.Status) || (c.Action == "cancel" && m.Status == queue.Running) {
+			page.Controls = append(page.Controls, c)
+		}
 	}
 	if m.Status == queue.Failed {
 		page.Group = admin.FoldReason(m.Error, m.DispatchError)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -153,9 +154,28 @@ type messagesPage struct {
 	Statuses  []queue.Status `json:"-"`
 	Refresh   int            `json:"-"`
 	// What the action bar offers: to act on the ticked messages, or on
-	// every one the filter matches (never on none).
-	CanRetryTicked, CanPurgeTicked bool `json:"-"`
-	CanRetryAll, CanPurgeAll       bool `json:"-"`
+	// every one the filter matches (never on none); Retry says whether a
+	// retry is among them (with its stage and priority).
+	Ticked, All []button `json:"-"`
+	Retry       bool     `json:"-"`
+}
+
+// button is an action the action bar offers.
+type button struct{ Action, Label string }
+
+// barActions are the actions a list's action bar may offer, in its order,
+// with the statuses of a list each makes sense for ("" for a list of any
+// status) on ticked messages and on every one the filter matches.
+var barActions = []struct {
+	action, label string
+	ticked, all   []queue.Status
+}{
+	{"retry", "Retry", []queue.Status{"", queue.Failed, queue.Paused, queue.Done, queue.Running},
+		[]queue.Status{queue.Failed, queue.Paused, queue.Done, queue.Running}},
+	{"hold", "Hold", []queue.Status{"", queue.Pending, queue.Paused}, []queue.Status{queue.Pending, queue.Paused}},
+	{"release", "Release", []queue.Status{"", queue.Held}, []queue.Status{queue.Held}},
+	{"cancel", "Cancel", []queue.Status{"", queue.Pending, queue.Paused, queue.Held}, []queue.Status{queue.Pending, queue.Paused, queue.Held}},
+	{"purge", "Purge", []queue.Status{"", queue.Done, queue.Failed}, []queue.Status{queue.Done, queue.Failed}},
 }
 
 // maxTotal bounds the count of a list's matching messages when it is not
@@ -204,11 +224,16 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 		return
 	}
 	st := f.params.Status
-	rows := len(page.Rows) > 0
-	page.CanRetryTicked = rows && st != queue.Pending
-	page.CanPurgeTicked = rows && (st == "" || st == queue.Done || st == queue.Failed)
-	page.CanRetryAll = page.Total > 0 && st != "" && st != queue.Pending
-	page.CanPurgeAll = page.Total > 0 && (st == queue.Done || st == queue.Failed)
+	for _, a := range barActions {
+		if len(page.Rows) > 0 && slices.Contains(a.ticked, st) {
+			page.Ticked = append(page.Ticked, button{a.action, a.label})
+			page.Retry = page.Retry || a.action == "retry"
+		}
+		if page.Total > 0 && slices.Contains(a.all, st) {
+			page.All = append(page.All, button{a.action, a.label})
+			page.Retry = page.Retry || a.action == "retry"
+		}
+	}
 	d.render(w, r, http.StatusOK, "messages", view{Title: "Messages", Nav: "messages", Refresh: refresh, Updated: read, Page: page})
 }
 
@@ -223,7 +248,7 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage)
 	}
 	p := page.Filter.params
 	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" {
-		c, err := d.counts.get(ctx, db, d.countMaxAge())
+		c, err := d.pageCounts(ctx, db)
 		if err != nil {
 			return err
 		}

@@ -35,8 +35,10 @@ type stageRow struct {
 	Backlog backlogTrend `json:"backlog"`
 	// Orphans are the running messages handed out at this stage that no
 	// dispatcher holds: none owns the stage, so no worker has them.
-	Orphans    int64 `json:"running_without_dispatcher"`
-	Throughput []bin `json:"throughput"`
+	Orphans int64 `json:"running_without_dispatcher"`
+	// Paused is the stage's pause (pepsi queue pause), nil when it runs.
+	Paused     *admin.StagePause `json:"paused"`
+	Throughput []bin             `json:"throughput"`
 	// Owner is the dispatcher that claims the stage's messages: the one
 	// without a stage set, which owns every stage, or the one whose set
 	// has the stage; nil when none does (its messages wait).
@@ -68,7 +70,8 @@ type cell struct {
 
 // banner is one thing the overview says is wrong.
 type banner struct {
-	// Kind is no_dispatcher, unowned, orphans, unconfigured or no_standby.
+	// Kind is no_dispatcher, unowned, paused, orphans, unconfigured or
+	// no_standby.
 	Kind     string `json:"kind"`
 	Text     string `json:"text"`
 	Link     string `json:"link,omitempty"`
@@ -89,14 +92,16 @@ type overviewPage struct {
 	// LostStandbys are the running dispatchers without the standby this
 	// server saw waiting for them before.
 	LostStandbys []lostStandby `json:"lost_standbys"`
-	Unowned      []string      `json:"unowned"` // while dispatchers run: the stages none owns
-	Window       string        `json:"window"`  // what the charts span
-	ChartTop     float64       `json:"chart_top_per_second"`
-	CountedAt    time.Time     `json:"counted_at"` // the counts' time (the server's clock)
-	DoneAt       time.Time     `json:"done_counted_at"`
-	Lead, Rest   []queue.Status
-	TotalLead    []cell `json:"-"`
-	TotalRest    []cell `json:"-"`
+	// Paused are the paused stages (pepsi queue pause), by name.
+	Paused     []admin.StagePause `json:"paused"`
+	Unowned    []string           `json:"unowned"` // while dispatchers run: the stages none owns
+	Window     string             `json:"window"`  // what the charts span
+	ChartTop   float64            `json:"chart_top_per_second"`
+	CountedAt  time.Time          `json:"counted_at"` // the counts' time (the server's clock)
+	DoneAt     time.Time          `json:"done_counted_at"`
+	Lead, Rest []queue.Status
+	TotalLead  []cell `json:"-"`
+	TotalRest  []cell `json:"-"`
 }
 
 // Columns is how many columns a row of the stages' table has.
@@ -119,7 +124,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		return
 	}
 	ctx := r.Context()
-	counts, err := d.counts.get(ctx, db, d.countMaxAge())
+	counts, err := d.pageCounts(ctx, db)
 	if err != nil {
 		d.dbFailed(w, r, err)
 		return
@@ -147,6 +152,13 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	page.LostStandbys = d.standbys.lost(owners)
 	if page.LostStandbys == nil {
 		page.LostStandbys = []lostStandby{}
+	}
+	if page.Paused, err = db.PausedStages(ctx); err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
+	if page.Paused == nil {
+		page.Paused = []admin.StagePause{}
 	}
 
 	rows := make(map[string]*stageRow, len(order))
@@ -191,6 +203,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 			page.Unowned = append(page.Unowned, s)
 		}
 		x.Orphans = orphans[s]
+		for i := range page.Paused {
+			if page.Paused[i].Stage == s {
+				x.Paused = &page.Paused[i]
+			}
+		}
 		x.Throughput = d.samples.bins(s, at)
 		charts = append(charts, x.Throughput)
 		if b := x.Throughput[len(x.Throughput)-1]; b.Known {
@@ -241,6 +258,22 @@ func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, o
 	if n := len(page.Unowned); n > 0 {
 		out = append(out, banner{Kind: "unowned", Text: fmt.Sprintf("No dispatcher owns stage%s %s: %s messages wait.",
 			plural(int64(n)), strings.Join(page.Unowned, ", "), map[bool]string{true: "their", false: "its"}[n > 1])})
+	}
+	for _, p := range page.Paused {
+		pending := int64(0)
+		for _, x := range page.Stages {
+			if x.Stage == p.Stage {
+				pending = x.Counts[string(queue.Pending)]
+			}
+		}
+		why := ""
+		if p.Reason != "" {
+			why = ": " + p.Reason
+		}
+		out = append(out, banner{Kind: "paused", Text: fmt.Sprintf(
+			"Stage %s is paused, by %s since %s (%s ago)%s. Nothing new is handed to it: its %s pending message%s wait%s.",
+			p.Stage, p.By, timestamp(p.At), ago(p.At), why, number(pending), plural(pending), map[bool]string{true: "", false: "s"}[pending != 1]),
+			Link: queryOf("/messages", "stage", p.Stage, "status", string(queue.Pending)), LinkText: "see them"})
 	}
 	var total int64
 	var where []string

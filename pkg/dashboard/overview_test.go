@@ -86,7 +86,9 @@ func TestOverviewBanners(t *testing.T) {
 
 	s.enqueue("old", 2, nil)
 	s.fail(s.enqueue("gone", 1, nil), "no") // failed only: history, not work
-	look("the stage no section configures", func() bool { return o.banner("unconfigured") != "" })
+	// (The sampler may count gone's message before it fails: then it
+	// holds unfinished work for a moment.)
+	look("the stage no section configures", func() bool { return strings.Join(o.kinds(), " ") == "unconfigured" })
 	if got := o.banner("unconfigured"); got != "Stage old holds 2 unfinished messages, and no [stage-old] section of pepsi.conf configures it: no worker runs them." {
 		t.Errorf("unconfigured: %q", got)
 	}

@@ -99,6 +99,7 @@ var funcs = template.FuncMap{
 	"cut":     cut,
 	"long":    func(s string) bool { return len(s) > cutAt },
 	"size":    func(s string) string { return number(int64(len(s))) },
+	"until":   until,
 }
 
 func loadPages() *pages {
