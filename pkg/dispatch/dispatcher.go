@@ -100,7 +100,7 @@ type queueWork struct {
 	settles      []queue.Settle   // verdicts for the next settle
 	settleAgain  bool             // the last settle failed: its verdicts go again before any claim
 	settleClaims bool             // the settle in flight carries a claim (claimWithSettle)
-	settleCaps   []queue.StageCap // its caps (the claim lane's are caps)
+	settleCaps   []queue.StageCap // the caps of the claim it carries (the claim lane's are caps)
 	spare        []queue.Settle   // the other settles buffer, while a settle has one
 	caps         []queue.StageCap // the next claim's caps
 	marks        uint64           // counts markMore calls
