@@ -5,3 +5,6 @@ package admin
 
 // TakeSharedSQL takes the single-dispatcher lock shared for a transaction.
 const TakeSharedSQL = takeSharedSQL
+
+// TextPayloadRE is the test of a text payload, for the test of it.
+var TextPayloadRE = textPayloadRE

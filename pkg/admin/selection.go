@@ -31,6 +31,7 @@ type Selection struct {
 	NewerThan time.Duration // last updated less than this long ago
 	Text      string        // in the error or the dispatch_error, any case
 	Reason    string        // in this failure group (see FoldReason)
+	Search                  // in the headers and payload, within a time bound
 }
 
 // SelectionRepair is what RedriveSelection or PurgeSelection did (or, with
@@ -75,7 +76,7 @@ func (s Selection) conds(arg func(any) string) ([]string, error) {
 	if s.Reason != "" {
 		where = append(where, reasonSQL+" = "+arg(s.Reason))
 	}
-	return where, nil
+	return append(where, s.Search.conds(arg)...), nil
 }
 
 // statement collects the arguments of a statement built on a selection.
@@ -98,6 +99,9 @@ func whereOf(conds []string) string {
 // CountSelection counts the messages of sel, up to limit (0: all of
 // them); more says there are more than limit.
 func (db *DB) CountSelection(ctx context.Context, sel Selection, limit int64) (n int64, more bool, err error) {
+	if err := db.resolve(ctx, &sel.Search); err != nil {
+		return 0, false, err
+	}
 	var st statement
 	conds, err := sel.conds(st.arg)
 	if err != nil {
@@ -107,7 +111,11 @@ func (db *DB) CountSelection(ctx context.Context, sel Selection, limit int64) (n
 	if limit > 0 {
 		sql = "SELECT count(*) FROM (SELECT 1 FROM pepsi.state" + whereOf(conds) + " LIMIT " + st.arg(limit+1) + ") s"
 	}
-	if err := db.pool.QueryRow(ctx, sql, st.args...).Scan(&n); err != nil {
+	err = db.read(ctx, &sel.Search, func(q querier) error {
+		// A plan for the values given, as Browse's (see there).
+		return q.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, st.args...)...).Scan(&n)
+	})
+	if err != nil {
 		return 0, false, err
 	}
 	if limit > 0 && n > limit {
@@ -159,6 +167,9 @@ func (db *DB) PurgeSelection(ctx context.Context, sel Selection, dryRun bool) (S
 // counted in Held. With dryRun it counts what it would change.
 func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.Status, dryRun bool, apply func(pgx.Tx, []int64) error) (SelectionRepair, error) {
 	var res SelectionRepair
+	if err := db.resolve(ctx, &sel.Search); err != nil {
+		return res, err
+	}
 	if dryRun {
 		return db.countSelection(ctx, sel, sts)
 	}
@@ -171,7 +182,10 @@ func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.St
 			return res, err
 		}
 		conds = append(conds, "NOT status = ANY("+st.arg(statusText(sts))+"::text[])")
-		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pepsi.state"+whereOf(conds), st.args...).Scan(&res.Skipped); err != nil {
+		err = db.read(ctx, &sel.Search, func(q querier) error {
+			return q.QueryRow(ctx, "SELECT count(*) FROM pepsi.state"+whereOf(conds), st.args...).Scan(&res.Skipped)
+		})
+		if err != nil {
 			return res, err
 		}
 	}
@@ -189,6 +203,9 @@ func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.St
 		var ids []int64
 		err := db.inTx(ctx, func(tx pgx.Tx) error {
 			ids = nil
+			if err := limitSearch(ctx, tx, &sel.Search); err != nil {
+				return err
+			}
 			now := sts
 			if running && !held {
 				free, err := takeShared(ctx, tx)
@@ -218,10 +235,14 @@ func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.St
 			if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ids) == 0 {
 				return err
 			}
+			// The change itself is not a search: no time limit.
+			if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = DEFAULT"); err != nil {
+				return err
+			}
 			return apply(tx, ids)
 		})
 		if err != nil {
-			return res, err
+			return res, searchErr(ctx, err)
 		}
 		if len(ids) == 0 {
 			break
@@ -246,6 +267,9 @@ func (db *DB) countSelection(ctx context.Context, sel Selection, sts []queue.Sta
 	var found int64
 	var heldAt *string
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		if err := limitSearch(ctx, tx, &sel.Search); err != nil {
+			return err
+		}
 		all := false
 		if slices.Contains(sts, queue.Running) {
 			free, err := takeShared(ctx, tx)
@@ -268,7 +292,7 @@ func (db *DB) countSelection(ctx context.Context, sel Selection, sts []queue.Sta
 		  FROM pepsi.state`+whereOf(conds), st.args...).Scan(&res.Changed, &res.Held, &heldAt, &res.Skipped, &found)
 	})
 	if err != nil {
-		return res, err
+		return res, searchErr(ctx, err)
 	}
 	if len(sel.IDs) > 0 {
 		res.Missing = max(int64(len(uniqueIDs(sel.IDs)))-found, 0)
@@ -287,6 +311,9 @@ func (db *DB) heldOf(ctx context.Context, sel Selection, all bool) (int64, strin
 	var n int64
 	var stage *string
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		if err := limitSearch(ctx, tx, &sel.Search); err != nil {
+			return err
+		}
 		var st statement
 		conds, err := sel.conds(st.arg)
 		if err != nil {
@@ -295,6 +322,7 @@ func (db *DB) heldOf(ctx context.Context, sel Selection, all bool) (int64, strin
 		conds = append(conds, "status = 'running'", "("+st.arg(all)+" OR NOT "+freeStage+")")
 		return tx.QueryRow(ctx, "SELECT count(*), min("+queue.HandedAt+") FROM pepsi.state"+whereOf(conds), st.args...).Scan(&n, &stage)
 	})
+	err = searchErr(ctx, err)
 	if stage == nil {
 		return n, "", err
 	}
@@ -312,16 +340,23 @@ func uniqueIDs(ids []int64) []int64 {
 // most limit of them; more says there are more. For a change that takes
 // ids (Hold, Release, Cancel) of a selection it cannot take itself.
 func (db *DB) SelectionIDs(ctx context.Context, sel Selection, limit int) (ids []int64, more bool, err error) {
+	if err := db.resolve(ctx, &sel.Search); err != nil {
+		return nil, false, err
+	}
 	var st statement
 	conds, err := sel.conds(st.arg)
 	if err != nil {
 		return nil, false, err
 	}
-	rows, err := db.pool.Query(ctx, "SELECT id FROM pepsi.state"+whereOf(conds)+" ORDER BY id LIMIT "+st.arg(limit+1), st.args...)
+	err = db.read(ctx, &sel.Search, func(q querier) error {
+		rows, err := q.Query(ctx, "SELECT id FROM pepsi.state"+whereOf(conds)+" ORDER BY id LIMIT "+st.arg(limit+1), st.args...)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
 	if err != nil {
-		return nil, false, err
-	}
-	if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 		return nil, false, err
 	}
 	if len(ids) > limit {
