@@ -377,6 +377,10 @@ CREATE FUNCTION pepsi.message_deleted() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF EXISTS (SELECT FROM pepsi.history h
+                WHERE h.id BETWEEN (SELECT min(g.id) FROM gone g) AND (SELECT max(g.id) FROM gone g)) THEN
+        DELETE FROM pepsi.history h WHERE h.id = ANY (ARRAY(SELECT g.id FROM gone g));
+    END IF;
     IF current_setting('pepsi.expiring', true) = 'on' THEN
         RETURN NULL;
     END IF;
@@ -449,6 +453,7 @@ CREATE FUNCTION pepsi.message_truncated() RETURNS trigger
 BEGIN
     DELETE FROM pepsi.state;
     DELETE FROM pepsi.ingress;
+    DELETE FROM pepsi.history;
     RETURN NULL;
 END $$;
 
@@ -563,6 +568,20 @@ CREATE TABLE pepsi.flow_keys (
     header text NOT NULL,
     key_limit integer NOT NULL,
     CONSTRAINT flow_keys_key_limit_check CHECK ((key_limit >= 1))
+);
+
+-- TABLE history
+CREATE TABLE pepsi.history (
+    id bigint NOT NULL,
+    n integer NOT NULL,
+    at timestamp with time zone NOT NULL,
+    stage text NOT NULL,
+    attempt integer NOT NULL,
+    kind text NOT NULL,
+    reason text NOT NULL,
+    pid integer,
+    host text,
+    CONSTRAINT history_kind_check CHECK ((kind = ANY (ARRAY['answer'::text, 'crash'::text, 'timeout'::text, 'protocol'::text])))
 );
 
 -- SEQUENCE message_id_seq
@@ -812,6 +831,10 @@ ALTER TABLE ONLY pepsi.dispatch_stats
 -- CONSTRAINT flow_keys flow_keys_pkey
 ALTER TABLE ONLY pepsi.flow_keys
     ADD CONSTRAINT flow_keys_pkey PRIMARY KEY (stage);
+
+-- CONSTRAINT history history_pkey
+ALTER TABLE ONLY pepsi.history
+    ADD CONSTRAINT history_pkey PRIMARY KEY (id, n);
 
 -- CONSTRAINT message message_pkey
 ALTER TABLE ONLY pepsi.message

@@ -59,7 +59,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 			if st.Text != "" {
 				reason += ": " + st.Text
 			}
-			d.failedPass(w.pool, id, reason)
+			d.failedPass(w.pool, id, queue.FailAnswer, w.proc.pid, reason)
 		}
 		w.headAt = now
 	}
@@ -75,10 +75,12 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 	}
 }
 
-// failedPass books a failed pass of id at p's stage: the message fails, or is
-// paused for a retry while the stage's RETRIES allow.
-func (d *Dispatcher) failedPass(p *pool, id int64, reason string) {
-	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry})
+// failedPass books a failed pass of id at p's stage, of kind, by the worker
+// of process pid: the message fails, or is paused for a retry while the
+// stage's RETRIES allow.
+func (d *Dispatcher) failedPass(p *pool, id int64, kind queue.FailKind, pid int, reason string) {
+	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry,
+		Kind: kind, PID: int32(pid)})
 }
 
 // observePass reports an answered pass and the stages fused into it.
@@ -120,7 +122,7 @@ func (d *Dispatcher) protocolError(w *worker, reason string) {
 		d.tally.stage(w.pool.cfg.Name).Failed++
 		d.obs.Passed(w.pool.cfg.Name, ResultProtocol, d.now().Sub(w.headAt))
 	}
-	d.abandon(w, reason)
+	d.abandon(w, queue.FailProtocol, reason)
 	d.stop(w, d.now(), true)
 }
 
@@ -131,16 +133,16 @@ func (d *Dispatcher) timeout(w *worker, now time.Time) {
 		"max_runtime", max, "pipelined", w.inflight.len()-1)
 	d.tally.stage(w.pool.cfg.Name).Timeouts++
 	d.obs.Passed(w.pool.cfg.Name, ResultTimeout, now.Sub(w.headAt))
-	d.abandon(w, fmt.Sprintf("timeout: no answer within MAX_RUNTIME (%s)", max))
+	d.abandon(w, queue.FailTimeout, fmt.Sprintf("timeout: no answer within MAX_RUNTIME (%s)", max))
 	d.stop(w, now, true)
 	w.proc.signal(sigKill)
 	w.killAt = time.Time{}
 }
 
-// abandon fails the worker's head message with reason and puts the rest
-// back; the worker's later output is ignored.
-func (d *Dispatcher) abandon(w *worker, reason string) {
-	d.abandonWith(w, func(p *pool, id int64) { d.failedPass(p, id, reason) })
+// abandon fails the worker's head message (a failed pass of kind) with
+// reason and puts the rest back; the worker's later output is ignored.
+func (d *Dispatcher) abandon(w *worker, kind queue.FailKind, reason string) {
+	d.abandonWith(w, func(p *pool, id int64) { d.failedPass(p, id, kind, w.proc.pid, reason) })
 }
 
 // abandonWith is abandon with the head message's verdict given by head.
@@ -188,7 +190,7 @@ func (d *Dispatcher) exited(w *worker, err error) {
 		d.tally.stage(p.cfg.Name).Crashes++
 		d.obs.Passed(p.cfg.Name, ResultCrash, d.now().Sub(w.headAt))
 		reason := "worker crashed: " + status
-		d.abandonWith(w, func(p *pool, id int64) { d.crashHead(p, id, reason) })
+		d.abandonWith(w, func(p *pool, id int64) { d.crashHead(p, id, w.proc.pid, reason) })
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")
 		}

@@ -28,7 +28,7 @@ func notRun(id int64, stage string) queue.Settle {
 
 // crashHead books the head message of a crashed worker: failed, unless the
 // database is failing now, or fails the settle that would fail it.
-func (d *Dispatcher) crashHead(p *pool, id int64, reason string) {
+func (d *Dispatcher) crashHead(p *pool, id int64, pid int, reason string) {
 	if d.outage.failing {
 		d.settles = append(d.settles, notRun(id, p.cfg.Name))
 		return
@@ -37,7 +37,7 @@ func (d *Dispatcher) crashHead(p *pool, id int64, reason string) {
 		d.outage.crashes = make(map[int64]struct{})
 	}
 	d.outage.crashes[id] = struct{}{}
-	d.failedPass(p, id, reason)
+	d.failedPass(p, id, queue.FailCrash, pid, reason)
 }
 
 // dbDown notes that a statement failed for want of the database: the

@@ -320,6 +320,8 @@ type Settle struct {
 	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
 	Next    string        // for Advance: the stage to advance to
 	Delay   time.Duration // for Pause, and NotRun when set: how long to pause
+	Kind    FailKind      // for PassFailed: how the pass failed, for the history
+	PID     int32         // for PassFailed: the worker's process id, for the history
 }
 
 // RetryPolicy says how often and how late a failed pass is retried.

@@ -99,10 +99,11 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps)
 	hasClaim := claimStmt != ""
-	var settle []any
+	var settle, history []any
 	var foreign []int64
 	if len(t.Settles) > 0 {
 		settle = settleArgs(t.Settles)
+		history = historyArgs(t.Settles)
 		if t.Stages != nil {
 			foreign = settle[0].([]int64)
 		}
@@ -127,6 +128,9 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		}
 		if settle != nil {
 			b.Queue(settleSQL, settle...)
+		}
+		if history != nil {
+			b.Queue(historySQL, history...)
 		}
 		if foreign != nil {
 			b.Queue(foreignSQL, foreign, t.Stages)
@@ -168,6 +172,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if settle != nil {
 			rows, err := br.Query()
 			if res.Settled, err = scanSettled(rows, err, res.Settled); err != nil {
+				return err
+			}
+		}
+		if history != nil {
+			if _, err = br.Exec(); err != nil {
 				return err
 			}
 		}

@@ -5,11 +5,19 @@
 -- queue rows of the messages deleted.
 --
 -- A message whose queue row goes with its range of pepsi.state_done is
--- deleted by pepsi.expire_done() itself: the cascade is skipped there
--- (pepsi.expiring), as the range is dropped whole.
+-- deleted by pepsi.expire_done() itself: the cascade to pepsi.state is
+-- skipped there (pepsi.expiring), as the range is dropped whole.
+--
+-- A message's history (pepsi.history) goes with it on every path. Most
+-- messages never failed a pass: one probe of history's primary key over
+-- the bounds of the deleted ids finds none, and the delete is skipped.
 CREATE OR REPLACE FUNCTION pepsi.message_deleted() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF EXISTS (SELECT FROM pepsi.history h
+                WHERE h.id BETWEEN (SELECT min(g.id) FROM gone g) AND (SELECT max(g.id) FROM gone g)) THEN
+        DELETE FROM pepsi.history h WHERE h.id = ANY (ARRAY(SELECT g.id FROM gone g));
+    END IF;
     IF current_setting('pepsi.expiring', true) = 'on' THEN
         RETURN NULL;
     END IF;
@@ -18,13 +26,14 @@ BEGIN
 END $$;
 
 -- TRUNCATE pepsi.message empties the queue, the messages not yet admitted
--- included. DELETE, not TRUNCATE: "TRUNCATE pepsi.state, pepsi.message"
+-- and the history included. DELETE, not TRUNCATE: "TRUNCATE pepsi.state, pepsi.message"
 -- has emptied both already, and may not truncate pepsi.state again.
 CREATE OR REPLACE FUNCTION pepsi.message_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM pepsi.state;
     DELETE FROM pepsi.ingress;
+    DELETE FROM pepsi.history;
     RETURN NULL;
 END $$;
 
