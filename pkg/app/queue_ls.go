@@ -29,16 +29,20 @@ func queueLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
 		Usage:     "list messages in id order",
-		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--older-than DURATION] [--limit N] [--json]",
+		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--older-than DURATION] [--header KEY=VALUE]... [--payload TEXT] [--since DURATION] [--limit N] [--json]",
 		Description: "Lists the messages that match, in id (ingress) order: id, stage, status,\n" +
 			"attempts, priority, deduplication key, age (time since the row last\n" +
 			"changed), timeout (when a paused message is due: a retry, or a scheduled\n" +
 			"message, runs then; a held one keeps it for its release) and error. With --json,\n" +
-			"one JSON object per line.",
+			"one JSON object per line. A search (--header, --payload) reads the messages\n" +
+			"enqueued within --since (default 24h), and stops with an error after 10 s.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
 			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: pending, running, paused, held, done or failed"},
 			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
+			&cli.GenericFlag{Name: "header", Value: &stringList{}, Usage: "only messages whose header KEY has the value VALUE (`KEY=VALUE`; repeat it: every one)"},
+			&cli.StringFlag{Name: "payload", Usage: "only messages whose payload is UTF-8 text containing `TEXT` (case counts)"},
+			&cli.StringFlag{Name: "since", Usage: "only messages enqueued within `DURATION` (a search's default: 24h)"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "list at most `N` messages (0: all)"},
 			&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "one JSON object per line"},
 		},
@@ -134,10 +138,53 @@ func lsParams(c *cli.Context) (admin.ListParams, error) {
 			return p, err
 		}
 	}
+	if p.Search, err = searchFlags(c); err != nil {
+		return p, err
+	}
 	if p.Limit = c.Int("limit"); p.Limit < 0 {
 		return p, usage("--limit %d: want 0 (all) or more", p.Limit)
 	}
 	return p, nil
+}
+
+// searchFlags reads --header, --payload and --since.
+func searchFlags(c *cli.Context) (admin.Search, error) {
+	var s admin.Search
+	if l, ok := c.Generic("header").(*stringList); ok {
+		for _, v := range *l {
+			h, err := admin.ParseHeader(v)
+			if err != nil {
+				return s, usage("--header %v", err)
+			}
+			s.Headers = append(s.Headers, h)
+		}
+	}
+	if s.Payload = c.String("payload"); s.Payload == "" && c.IsSet("payload") {
+		return s, usage("--payload is empty")
+	}
+	if v := c.String("since"); v != "" || c.IsSet("since") {
+		d, err := parseAge("since", v)
+		if err != nil {
+			return s, err
+		}
+		if d <= 0 {
+			return s, usage("--since %q: want a duration of more than 0", v)
+		}
+		s.Since = d
+	}
+	return s, nil
+}
+
+// stringList is a flag that may be given more than once, each value
+// whole (a StringSliceFlag would split a value at its commas).
+type stringList []string
+
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+func (l *stringList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ", ")
 }
 
 // lsCells is one line of the ls table.
