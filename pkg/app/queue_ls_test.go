@@ -49,20 +49,7 @@ func TestQueueLsSearch(t *testing.T) {
 		{[]string{"--payload", "order", "--status", "pending", "--limit", "2"}, []int64{acme, other}},
 		{[]string{"--header", "tenant=nobody"}, nil},
 	} {
-		r := pepsi(t, "", append([]string{"queue", "ls", "--json"}, tc.args...)...)
-		r.wantCode(t, 0)
-		var got []int64
-		for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
-			if line == "" {
-				continue
-			}
-			var row admin.Row
-			if err := json.Unmarshal([]byte(line), &row); err != nil {
-				t.Fatalf("%q: line %q: %v", tc.args, line, err)
-			}
-			got = append(got, row.ID)
-		}
-		if !slices.Equal(got, tc.want) {
+		if got := lsIDs(t, tc.args...); !slices.Equal(got, tc.want) {
 			t.Errorf("ls --json %q = %v, want %v", tc.args, got, tc.want)
 		}
 	}
@@ -83,4 +70,23 @@ func TestQueueLsSearch(t *testing.T) {
 			t.Errorf("ls %q: stderr %q, want the line %q", tc.args, r.stderr, tc.says)
 		}
 	}
+}
+
+// lsIDs runs pepsi queue ls --json with args and returns the ids listed.
+func lsIDs(t *testing.T, args ...string) []int64 {
+	t.Helper()
+	r := pepsi(t, "", append([]string{"queue", "ls", "--json"}, args...)...)
+	r.wantCode(t, 0)
+	var ids []int64
+	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var row admin.Row
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("ls %q: line %q: %v", args, line, err)
+		}
+		ids = append(ids, row.ID)
+	}
+	return ids
 }

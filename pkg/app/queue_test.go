@@ -209,24 +209,11 @@ func TestQueueLs(t *testing.T) {
 		{[]string{"-n", "0"}, all},
 		{[]string{"--stage", "nowhere"}, nil},
 	} {
-		r := pepsi(t, "", append([]string{"queue", "ls", "--json"}, tc.args...)...)
-		r.wantCode(t, 0)
-		var got []int64
-		for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
-			if line == "" {
-				continue
-			}
-			var row admin.Row
-			if err := json.Unmarshal([]byte(line), &row); err != nil {
-				t.Fatalf("%q: line %q: %v", tc.args, line, err)
-			}
-			got = append(got, row.ID)
-		}
-		if !slices.Equal(got, tc.want) {
+		if got := lsIDs(t, tc.args...); !slices.Equal(got, tc.want) {
 			t.Errorf("ls --json %q = %v, want %v", tc.args, got, tc.want)
 		}
 		// The table lists the same messages.
-		r = pepsi(t, "", append([]string{"queue", "ls"}, tc.args...)...)
+		r := pepsi(t, "", append([]string{"queue", "ls"}, tc.args...)...)
 		r.wantCode(t, 0)
 		if n := len(fields(r.stdout)) - 1; n != len(tc.want) {
 			t.Errorf("ls %q: %d rows, want %d:\n%s", tc.args, n, len(tc.want), r.stdout)
