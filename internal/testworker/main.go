@@ -15,7 +15,9 @@
 //
 // For fault injection: hangonce:NEXT, garbageonce:NEXT and crashonce:NEXT
 // hang, print garbage or exit on the first attempt at the stage and, on a
-// later attempt, advance to NEXT (finish when NEXT is empty). A payload
+// later attempt, advance to NEXT (finish when NEXT is empty). failtwice:NEXT
+// answers 3 on the first attempt, exits before answering on the second,
+// and then advances to NEXT (finishes when NEXT is empty). A payload
 // field @sleep=DURATION makes every stage sleep that long before it acts,
 // so that messages are in flight when a fault strikes.
 //
@@ -173,6 +175,17 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 	case "closeout":
 		os.Stdout.Close()
 		select {}
+	case "failtwice":
+		switch attempts {
+		case 0, 1:
+			return "3 # failing on purpose\n", nil
+		case 2:
+			os.Exit(3)
+		}
+		if arg == "" {
+			return "0\n", finish()
+		}
+		return "0\n", pass("SELECT pepsi.advance($1, $2)", id, arg)
 	case "hangonce", "garbageonce", "crashonce":
 		if attempts <= 1 {
 			switch action {

@@ -131,6 +131,8 @@ type Message struct {
 	// lower id, while it is pending, paused or held.
 	FlowKey *string `json:"flow_key,omitempty"`
 	Behind  *int64  `json:"waits_behind,omitempty"`
+	// History is its failed passes, oldest first (History).
+	History []Pass `json:"history"`
 }
 
 // behindSQL is the earliest unfinished message of row s's key at its
@@ -142,7 +144,7 @@ const behindSQL = `CASE WHEN s.flow_key IS NOT NULL AND s.status IN ('pending', 
     (SELECT min(e.id) FROM pepsi.state e WHERE e.status = 'running' AND e.id < s.id
                                           AND e.stage = s.stage AND e.flow_key = s.flow_key)) END`
 
-// Show returns one message, or ErrNotFound.
+// Show returns one message, with its history, or ErrNotFound.
 func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload), s.flow_key, `+behindSQL+`
 		  FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.id = $1`, id)
@@ -162,6 +164,12 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if m.History, err = db.History(ctx, id); err != nil {
+		return nil, err
+	}
+	if m.History == nil {
+		m.History = []Pass{} // "history": [] in its JSON, not null
 	}
 	return &m, nil
 }

@@ -143,6 +143,7 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 	kv("timeout", timeout)
 	kv("error", opt(m.Error))
 	kv("dispatch_error", opt(m.DispatchError))
+	writeHistory(kv, m.History)
 	var headers map[string]json.RawMessage
 	if json.Unmarshal(m.Headers, &headers) != nil {
 		kv("headers", string(m.Headers)) // not an object: as stored
@@ -163,6 +164,31 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 		kv("header "+quoteIfNeeded(k), v)
 	}
 	kv("payload", plural(int64(m.PayloadSize), "byte"))
+}
+
+// writeHistory writes a message's failed passes, oldest first, one line
+// each: when, where, which attempt, how it failed, the worker, the reason.
+func writeHistory(kv func(k, v string), passes []admin.Pass) {
+	if len(passes) == 0 {
+		kv("failed passes", "none")
+		return
+	}
+	n := strconv.Itoa(len(passes))
+	if len(passes) == queue.HistoryKeep {
+		n += " (the last " + n + " are kept)"
+	}
+	kv("failed passes", n)
+	for _, p := range passes {
+		worker := ""
+		if p.PID != nil {
+			worker = " pid " + strconv.Itoa(int(*p.PID))
+			if p.Host != nil && *p.Host != "" {
+				worker += " on " + quoteIfNeeded(*p.Host)
+			}
+		}
+		kv("pass "+strconv.Itoa(p.N), fmtTime(p.At)+" "+quoteIfNeeded(p.Stage)+" attempt "+strconv.Itoa(p.Attempt)+
+			" "+p.Kind+worker+": "+quoteIfNeeded(p.Reason))
+	}
 }
 
 // quoteIfNeeded quotes s when it would not read as one plain line.
