@@ -20,7 +20,8 @@ import (
 // message's error says "cancelled by USER", a paused stage who paused it.
 
 // maxControlled bounds the messages a control takes by id when pepsi queue
-// cannot select them itself (a filter on age, text or a failure group).
+// cannot select them itself (a filter on age, text, a failure group or a
+// search).
 const maxControlled = 10000
 
 // controlStatuses are the statuses each message control changes.
@@ -68,7 +69,7 @@ func (d *Dashboard) parseControl(kind string) func(*http.Request) (action, actio
 				return nil, page, fmt.Errorf("status %q: a %s of a list's messages takes a status of %s", p.Status, kind, statusList(want))
 			}
 			a.sel = p.selection()
-			a.byIDs = p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != ""
+			a.byIDs = p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches()
 		}
 		return a, page, nil
 	}

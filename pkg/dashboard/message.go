@@ -69,7 +69,7 @@ func (d *Dashboard) missing(w http.ResponseWriter, r *http.Request, id int64, er
 	case errors.Is(err, admin.ErrNotFound):
 		d.fail(w, r, http.StatusNotFound, "no such message: "+strconv.FormatInt(id, 10))
 		return
-	case errors.Is(err, errTooMany), errors.Is(err, errUnknownStage):
+	case errors.Is(err, errTooMany), errors.Is(err, errUnknownStage), errors.Is(err, admin.ErrSearchTimeout):
 		d.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}

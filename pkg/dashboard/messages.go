@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,9 +24,14 @@ type filter struct {
 	Newer  string `json:"newer,omitempty"` // changed within this long
 	Text   string `json:"q,omitempty"`     // in the error or the dispatch_error
 	Reason string `json:"reason,omitempty"`
-	Before int64  `json:"before,omitempty"`
-	After  int64  `json:"after,omitempty"`
-	Limit  int    `json:"limit,omitempty"`
+	// The search: headers (KEY=VALUE, every one), text in a text
+	// payload, enqueued within Since (admin.DefaultSince when empty).
+	Headers []string `json:"header,omitempty"`
+	Payload string   `json:"payload,omitempty"`
+	Since   string   `json:"since,omitempty"`
+	Before  int64    `json:"before,omitempty"`
+	After   int64    `json:"after,omitempty"`
+	Limit   int      `json:"limit,omitempty"`
 	// Refresh is ?refresh=N as given, kept in the pager's links.
 	Refresh string `json:"-"`
 
@@ -41,6 +48,7 @@ func parseFilter(r *http.Request) (filter, error) {
 		Stage: r.FormValue("stage"), Status: r.FormValue("status"), Older: r.FormValue("older"),
 		Newer: r.FormValue("newer"), Text: r.FormValue("q"), Reason: r.FormValue("reason"),
 		Refresh: r.URL.Query().Get("refresh"),
+		Headers: given(r.Form["header"]), Payload: r.FormValue("payload"), Since: r.FormValue("since"),
 	}
 	if bad != nil {
 		return f, bad
@@ -63,6 +71,9 @@ func parseFilter(r *http.Request) (filter, error) {
 		return f, fmt.Errorf("stage, q and reason take at most %d bytes", maxText)
 	}
 	p.Text, p.Reason = f.Text, f.Reason
+	if p.Search, err = parseSearch(f.Headers, f.Payload, f.Since); err != nil {
+		return f, err
+	}
 	for _, n := range []struct {
 		name string
 		dst  *int64
@@ -93,6 +104,52 @@ func parseAgeParam(name, s string) (time.Duration, error) {
 	return d, nil
 }
 
+// maxHeaders bounds the header filters of a search.
+const maxHeaders = 10
+
+// given returns the values that are not empty (a form's empty field is
+// no filter).
+func given(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// parseSearch reads a search's parameters: header (KEY=VALUE, each),
+// payload and since (more than 0).
+func parseSearch(headers []string, payload, since string) (admin.Search, error) {
+	var s admin.Search
+	if len(headers) > maxHeaders {
+		return s, fmt.Errorf("header: at most %d of them", maxHeaders)
+	}
+	for _, v := range headers {
+		if len(v) > maxText {
+			return s, fmt.Errorf("header: at most %d bytes", maxText)
+		}
+		h, err := admin.ParseHeader(v)
+		if err != nil {
+			return s, fmt.Errorf("header %v", err)
+		}
+		s.Headers = append(s.Headers, h)
+	}
+	if len(payload) > maxText {
+		return s, fmt.Errorf("payload: at most %d bytes", maxText)
+	}
+	s.Payload = payload
+	var err error
+	if s.Since, err = parseAgeParam("since", since); err != nil {
+		return s, err
+	}
+	if since != "" && s.Since == 0 {
+		return s, fmt.Errorf("since %q: want a duration of more than 0", since)
+	}
+	return s, nil
+}
+
 // parseID reads a message id parameter; "" is none.
 func parseID(name, s string) (int64, error) {
 	if s == "" {
@@ -109,10 +166,13 @@ func parseID(name, s string) (int64, error) {
 func (f *filter) query() url.Values {
 	q := url.Values{}
 	for _, kv := range [][2]string{{"stage", f.Stage}, {"status", f.Status}, {"older", f.Older},
-		{"newer", f.Newer}, {"q", f.Text}, {"reason", f.Reason}} {
+		{"newer", f.Newer}, {"q", f.Text}, {"reason", f.Reason}, {"payload", f.Payload}, {"since", f.Since}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
 		}
+	}
+	for _, h := range f.Headers {
+		q.Add("header", h)
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
@@ -158,6 +218,10 @@ type messagesPage struct {
 	// retry is among them (with its stage and priority).
 	Ticked, All []button `json:"-"`
 	Retry       bool     `json:"-"`
+	// Window is how far back a search reads: its since, or the default.
+	Window string `json:"search_window,omitempty"`
+	// DefaultSince is the default of since, for the form.
+	DefaultSince string `json:"-"`
 }
 
 // button is an action the action bar offers.
@@ -184,7 +248,11 @@ const maxTotal = 10000
 
 func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.DB) {
 	f, err := parseFilter(r)
-	page := messagesPage{Filter: f, Rows: []listRow{}, Stages: d.opts.Stages, Statuses: queue.Statuses}
+	page := messagesPage{Filter: f, Rows: []listRow{}, Stages: d.opts.Stages, Statuses: queue.Statuses,
+		DefaultSince: strconv.Itoa(int(admin.DefaultSince.Hours())) + "h"}
+	if len(f.Headers) > 0 || f.Payload != "" {
+		page.Window = cmp.Or(f.Since, page.DefaultSince)
+	}
 	refresh := 0
 	if err == nil {
 		var ok bool
@@ -203,6 +271,13 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 		return
 	}
 	res, err := db.Browse(r.Context(), f.params)
+	if err == nil {
+		err = d.total(r.Context(), db, &page, res)
+	}
+	if errors.Is(err, admin.ErrSearchTimeout) {
+		d.searchFailed(w, r, page, err)
+		return
+	}
 	if err != nil {
 		d.dbFailed(w, r, err)
 		return
@@ -219,10 +294,6 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 			page.Newer = f.at("after", res.Rows[0].ID)
 		}
 	}
-	if err := d.total(r.Context(), db, &page); err != nil {
-		d.dbFailed(w, r, err)
-		return
-	}
 	st := f.params.Status
 	for _, a := range barActions {
 		if len(page.Rows) > 0 && slices.Contains(a.ticked, st) {
@@ -237,17 +308,28 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 	d.render(w, r, http.StatusOK, "messages", view{Title: "Messages", Nav: "messages", Refresh: refresh, Updated: read, Page: page})
 }
 
-// total counts the messages the filter matches: the page's own rows when
-// they are all of them; else, for a filter of a stage and a status only,
+// searchFailed answers a search that ran out of time: 400, the list with
+// its filters and what to do, as for a filter that is wrong.
+func (d *Dashboard) searchFailed(w http.ResponseWriter, r *http.Request, page messagesPage, err error) {
+	page.Problem = err.Error()
+	if wantsJSON(r) {
+		d.fail(w, r, http.StatusBadRequest, page.Problem)
+		return
+	}
+	d.render(w, r, http.StatusBadRequest, "messages", view{Title: "Messages", Nav: "messages", Page: page})
+}
+
+// total counts the messages the filter matches (res is its page): the
+// page's own rows when they are all of them; else, for a filter of a stage and a status only,
 // the queue's last count when it has more than maxTotal; else a count up
 // to maxTotal.
-func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage) error {
-	if page.Older == "" && page.Newer == "" {
-		page.Total = int64(len(page.Rows))
+func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage, res admin.BrowsePage) error {
+	if !res.Older && !res.Newer {
+		page.Total = int64(len(res.Rows))
 		return nil
 	}
 	p := page.Filter.params
-	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" {
+	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" && p.Search.Since == 0 && len(p.Search.Headers) == 0 && p.Search.Payload == "" {
 		c, err := d.pageCounts(ctx, db)
 		if err != nil {
 			return err
@@ -264,6 +346,6 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage)
 	}
 	var err error
 	page.Total, page.TotalMore, err = db.CountSelection(ctx, admin.Selection{Stage: p.Stage, Status: p.Status,
-		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason}, maxTotal)
+		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason, Search: p.Search}, maxTotal)
 	return err
 }

@@ -17,7 +17,8 @@ import (
 
 // What an action's form picks: the messages ticked on a list (id, once per
 // message), or every message a list's filters match (stage, status,
-// older, newer, q, reason), as scope says: "selected" (the ticked ones,
+// older, newer, q, reason, and a search's header, payload and since), as
+// scope says: "selected" (the ticked ones,
 // the filters posted beside them not applying), "filter" (the filters, the
 // ticked ones not applying), or "" (the form of the message page and of
 // the failures, and of a client of its own: ids, or filters, not both).
@@ -31,8 +32,11 @@ type pick struct {
 	IDs   []int64
 	// The filters, as posted and as read.
 	Stage, Status, Older, Newer, Text, Reason string
+	Headers                                   []string
+	Payload, Since                            string
 	status                                    queue.Status
 	older, newer                              time.Duration
+	search                                    admin.Search
 }
 
 // parsePick reads the selection of an action's form.
@@ -40,6 +44,7 @@ func parsePick(r *http.Request) (pick, error) {
 	p := pick{
 		Scope: r.PostFormValue("scope"), Stage: r.PostFormValue("stage"), Status: r.PostFormValue("status"),
 		Older: r.PostFormValue("older"), Newer: r.PostFormValue("newer"), Text: r.PostFormValue("q"), Reason: r.PostFormValue("reason"),
+		Headers: given(r.PostForm["header"]), Payload: r.PostFormValue("payload"), Since: r.PostFormValue("since"),
 	}
 	switch p.Scope {
 	case "", "selected", "filter":
@@ -74,6 +79,9 @@ func parsePick(r *http.Request) (pick, error) {
 	if p.newer, err = parseAgeParam("newer", p.Newer); err != nil {
 		return p, err
 	}
+	if p.search, err = parseSearch(p.Headers, p.Payload, p.Since); err != nil {
+		return p, err
+	}
 	switch p.Scope {
 	case "selected":
 		if len(p.IDs) == 0 {
@@ -93,15 +101,19 @@ func parsePick(r *http.Request) (pick, error) {
 func (p pick) ticked() bool { return p.Scope == "selected" || (p.Scope == "" && len(p.IDs) > 0) }
 
 func (p pick) hasFilter() bool {
-	return p.Stage != "" || p.Status != "" || p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != ""
+	return p.Stage != "" || p.Status != "" || p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches()
 }
+
+// searches reports whether the pick has a search's filters, which only
+// pkg/admin's selections take.
+func (p pick) searches() bool { return len(p.Headers) > 0 || p.Payload != "" || p.Since != "" }
 
 // selection is the pick as pkg/admin takes it.
 func (p pick) selection() admin.Selection {
 	if p.ticked() {
 		return admin.Selection{IDs: p.IDs}
 	}
-	return admin.Selection{Stage: p.Stage, Status: p.status, OlderThan: p.older, NewerThan: p.newer, Text: p.Text, Reason: p.Reason}
+	return admin.Selection{Stage: p.Stage, Status: p.status, OlderThan: p.older, NewerThan: p.newer, Text: p.Text, Reason: p.Reason, Search: p.search}
 }
 
 // what says the pick in words.
@@ -139,6 +151,18 @@ func (p pick) what() string {
 	if p.Newer != "" {
 		s += " changed within " + p.Newer
 	}
+	for _, h := range p.Headers {
+		s += " with the header " + strconv.Quote(h)
+	}
+	if p.Payload != "" {
+		s += " whose payload contains " + strconv.Quote(p.Payload)
+	}
+	switch {
+	case p.Since != "":
+		s += " enqueued within " + p.Since
+	case p.searches():
+		s += " enqueued within " + admin.DefaultSince.String()
+	}
 	return s
 }
 
@@ -151,8 +175,12 @@ func (p pick) fields() []field {
 		}
 		return out
 	}
-	return append(out, field{"stage", p.Stage}, field{"status", p.Status}, field{"older", p.Older},
-		field{"newer", p.Newer}, field{"q", p.Text}, field{"reason", p.Reason})
+	out = append(out, field{"stage", p.Stage}, field{"status", p.Status}, field{"older", p.Older},
+		field{"newer", p.Newer}, field{"q", p.Text}, field{"reason", p.Reason}, field{"payload", p.Payload}, field{"since", p.Since})
+	for _, h := range p.Headers {
+		out = append(out, field{"header", h})
+	}
+	return out
 }
 
 // change is what an action does besides its selection: a retry's stage
@@ -228,7 +256,7 @@ func (a *selectionAction) run(ctx context.Context, db *admin.DB, page *actionPag
 	}
 	held(page, res.Repair)
 	if err != nil && !dry && res.Changed > 0 {
-		return fmt.Errorf("%v (after changing %d messages)", err, res.Changed)
+		return fmt.Errorf("%w (after changing %d messages)", err, res.Changed)
 	}
 	return err
 }

@@ -38,7 +38,7 @@ func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 		}
 		return nil, page, fmt.Errorf("status %s: the dashboard purges done or failed messages only (pepsi queue purge --force does the others)", p.status)
 	}
-	if p.Newer != "" || p.Text != "" || p.Reason != "" {
+	if p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches() {
 		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil
 	}
 	if p.Older == "" {

@@ -56,7 +56,7 @@ func (d *Dashboard) parseRetry(r *http.Request) (action, actionPage, error) {
 	if p.status == queue.Pending {
 		return nil, page, errors.New("status pending: pending messages are queued already")
 	}
-	if p.Older == "" && p.Newer == "" && p.Text == "" {
+	if p.Older == "" && p.Newer == "" && p.Text == "" && !p.searches() {
 		// pepsi queue retry --status S [--stage NAME] (and a failure group).
 		return &retry{params: admin.RedriveParams{Status: p.status, Stage: p.Stage, Reason: p.Reason, ToStage: c.ToStage, Priority: c.Priority}}, page, nil
 	}

@@ -444,7 +444,9 @@ func TestHostileText(t *testing.T) {
 	})
 	inline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>`)
 	for _, path := range []string{"/", "/failures", "/messages", "/messages?status=failed&q=" + url.QueryEscape(script),
-		"/messages?stage=" + url.QueryEscape(stage), "/messages/" + id} {
+		"/messages?stage=" + url.QueryEscape(stage), "/messages/" + id,
+		"/messages?header=" + url.QueryEscape(script+"="+script) + "&payload=" + url.QueryEscape(script),
+		"/messages?header=" + url.QueryEscape(stage) + "&since=" + url.QueryEscape("1d")} {
 		r := s.do("GET", path, nil, alice)
 		if r.code != http.StatusOK {
 			t.Errorf("%s: %d", path, r.code)
@@ -467,6 +469,17 @@ func TestHostileText(t *testing.T) {
 		}
 		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("X-Frame-Options") != "DENY" {
 			t.Errorf("%s: headers %v", path, r.header)
+		}
+	}
+	// A search found it (its header and payload), and a bad one says so,
+	// escaped.
+	if body := s.get("/messages?header="+url.QueryEscape(script+"="+script)+"&payload="+url.QueryEscape(script), http.StatusOK, alice); !strings.Contains(body, `value="`+id+`"`) {
+		t.Errorf("the search did not find the hostile message:\n%s", body)
+	}
+	for _, q := range []string{"header=" + url.QueryEscape(script), "since=" + url.QueryEscape(script)} {
+		r := s.do("GET", "/messages?"+q, nil, alice)
+		if r.code != http.StatusBadRequest || strings.Contains(r.body, "<img") || strings.Contains(r.body, "alert(\"pwned\")") || !strings.Contains(r.body, "&lt;") {
+			t.Errorf("/messages?%s: %d, unescaped or not shown:\n%s", q, r.code, r.body)
 		}
 	}
 	// The hostile group can be retried: its confirmation escapes it too.

@@ -1,0 +1,182 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/admin"
+)
+
+// TestSearch: the list's search (header KEY=VALUE, every one; text in a
+// text payload; enqueued within since, a day by default) lists and counts
+// what it matches, pages through it and keeps it in its links; a bad
+// header or since is a 400 naming it, with the list and its filters; a
+// retry and a hold of every message a search matches change what their
+// confirmation counted, and nothing else.
+func TestSearch(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}, stages: []string{"a", "b"}})
+	one := func(headers map[string]string, payload string) int64 {
+		t.Helper()
+		ids, err := s.db.EnqueueBulk(ctx(t), oneMessage("a", headers, []byte(payload)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
+	}
+	old := one(map[string]string{"tenant": "acme"}, `{"order": 7}`)
+	var acme []int64
+	for range 3 {
+		acme = append(acme, one(map[string]string{"tenant": "acme", "tags": "x,y"}, `{"order": 7}`))
+	}
+	other := one(map[string]string{"tenant": "other"}, `{"order": 7}`)
+	binary := one(map[string]string{"tenant": "acme"}, "\xff{\"order\": 7}")
+	pending := one(map[string]string{"tenant": "acme"}, `{"order": 8}`)
+	s.exec(`UPDATE pepsi.message SET created_at = now() - interval '3 days' WHERE id = $1`, old)
+	s.fail(slices.Concat([]int64{old, other, binary}, acme), "boom")
+
+	type listJSON struct {
+		Rows []struct {
+			ID int64 `json:"id"`
+		} `json:"rows"`
+		Total  int64  `json:"total"`
+		Older  string `json:"older_url"`
+		Window string `json:"search_window"`
+	}
+	list := func(path string) (ids []int64, l listJSON) {
+		t.Helper()
+		s.getJSON(path, alice, &l)
+		for _, r := range l.Rows {
+			ids = append(ids, r.ID)
+		}
+		return ids, l
+	}
+	// The list is newest first.
+	rev := func(ids ...int64) []int64 { ids = slices.Clone(ids); slices.Reverse(ids); return ids }
+	for _, tc := range []struct {
+		path   string
+		want   []int64
+		window string
+	}{
+		{"/messages?header=tenant%3Dacme", rev(acme[0], acme[1], acme[2], binary, pending), "24h"},
+		{"/messages?header=tenant%3Dacme&since=4d&status=failed", rev(old, acme[0], acme[1], acme[2], binary), "4d"},
+		{"/messages?header=tenant%3Dacme&header=tags%3Dx%2Cy", rev(acme...), "24h"},
+		{"/messages?payload=%22order%22%3A+7&status=failed", rev(acme[0], acme[1], acme[2], other), "24h"},
+		{"/messages?payload=ORDER", nil, "24h"},
+		{"/messages?since=1h&status=pending", rev(pending), ""},
+		{"/messages?header=&payload=&since=", rev(old, acme[0], acme[1], acme[2], other, binary, pending), ""},
+	} {
+		got, l := list(tc.path)
+		if !slices.Equal(got, tc.want) || l.Total != int64(len(tc.want)) || l.Window != tc.window {
+			t.Errorf("%s: %v, total %d, window %q; want %v, %q", tc.path, got, l.Total, l.Window, tc.want, tc.window)
+		}
+	}
+	// Pages of a search, its filters kept in the links.
+	got, l := list("/messages?header=tenant%3Dacme&header=tags%3Dx%2Cy&limit=2")
+	if !slices.Equal(got, []int64{acme[2], acme[1]}) || l.Total != 3 || !strings.Contains(l.Older, "header=tenant%3Dacme&header=tags%3Dx%2Cy") {
+		t.Fatalf("first page: %v, total %d, older %q", got, l.Total, l.Older)
+	}
+	if got, _ := list(l.Older); !slices.Equal(got, []int64{acme[0]}) {
+		t.Errorf("second page: %v", got)
+	}
+	body := s.get("/messages?header=tenant%3Dacme&payload=order&status=failed", http.StatusOK, alice)
+	for _, want := range []string{`name="header" value="tenant=acme"`, `name="payload" value="order"`, "enqueued within 24h only",
+		`<input type="hidden" name="header" value="tenant=acme">`, `<input type="hidden" name="payload" value="order">`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the list of a search lacks %q", want)
+		}
+	}
+
+	// Bad input: 400, saying which, never a 500.
+	for path, says := range map[string]string{
+		"/messages?header=foo":                           `header &#34;foo&#34;: want KEY=VALUE`,
+		"/messages?header=%3Dv":                          `header &#34;=v&#34;: want KEY=VALUE`,
+		"/messages?payload=x&since=-5m":                  `since &#34;-5m&#34;:`,
+		"/messages?since=0":                              `since &#34;0&#34;: want a duration of more than 0`,
+		"/messages?header=a%3Db&since=sometime":          `since &#34;sometime&#34;:`,
+		"/messages?payload=" + strings.Repeat("x", 1001): "payload: at most 1000 bytes",
+	} {
+		r := s.do("GET", path, nil, alice)
+		if r.code != http.StatusBadRequest || !strings.Contains(r.body, says) || !strings.Contains(r.body, `name="payload"`) {
+			t.Errorf("%s: %d, want 400 saying %q with the list's filters:\n%s", path, r.code, says, r.body)
+		}
+	}
+	if r := s.do("POST", "/retry", url.Values{"scope": {"filter"}, "status": {"failed"}, "header": {"foo"}}, alice); r.code != http.StatusBadRequest ||
+		!strings.Contains(r.text, `header "foo": want KEY=VALUE`) {
+		t.Errorf("a retry with a bad header: %d\n%s", r.code, r.body)
+	}
+
+	// Retry every failed message with tenant=acme and "order" in a text
+	// payload within a day: acme's three, not old (too old), other or
+	// binary.
+	var c struct {
+		Done  bool   `json:"done"`
+		Count int64  `json:"count"`
+		What  string `json:"what"`
+	}
+	form := url.Values{"scope": {"filter"}, "status": {"failed"}, "header": {"tenant=acme"}, "payload": {"order"}, "format": {"json"}}
+	postJSON(t, s, "/retry", form, &c)
+	if c.Done || c.Count != 3 || !strings.Contains(c.What, `with the header "tenant=acme" whose payload contains "order" enqueued within 24h`) {
+		t.Fatalf("confirmation: %+v", c)
+	}
+	form.Set("confirm", "yes")
+	postJSON(t, s, "/retry", form, &c)
+	if !c.Done || c.Count != 3 {
+		t.Fatalf("retry: %+v", c)
+	}
+	wantStates(t, "acme's", s.states(acme), cleared("a"), cleared("a"), cleared("a"))
+	wantStates(t, "the others", s.states([]int64{old, other, binary}), state{Stage: "a", Status: "failed", Attempts: 2, Error: strp("boom")},
+		state{Stage: "a", Status: "failed", Attempts: 2, Error: strp("boom")}, state{Stage: "a", Status: "failed", Attempts: 2, Error: strp("boom")})
+
+	// Hold every pending message with tenant=acme enqueued within an hour.
+	form = url.Values{"scope": {"filter"}, "status": {"pending"}, "header": {"tenant=acme"}, "since": {"1h"}, "format": {"json"}}
+	postJSON(t, s, "/hold", form, &c)
+	if c.Count != 4 {
+		t.Fatalf("hold, confirmation: %+v", c)
+	}
+	form.Set("confirm", "yes")
+	postJSON(t, s, "/hold", form, &c)
+	if !c.Done || c.Count != 4 {
+		t.Fatalf("hold: %+v", c)
+	}
+	var held []int64
+	rows, err := s.conn.Query(ctx(t), `SELECT id FROM pepsi.state WHERE status = 'held' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || !slices.Equal(held, append(slices.Clone(acme), pending)) {
+		t.Errorf("held %v, %v; want acme's and pending", held, err)
+	}
+}
+
+// TestSearchTimeout: a search that runs out of time is a 400 that says
+// to narrow it, on the list and for an action, not a 500 or a 503.
+func TestSearchTimeout(t *testing.T) {
+	// Not parallel: it sets admin.SearchTimeout.
+	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}, stages: []string{"a"}})
+	ids := s.enqueue("a", 1, []byte("x"))
+	s.fail(ids, "no")
+	defer func(d time.Duration) { admin.SearchTimeout = d }(admin.SearchTimeout)
+	admin.SearchTimeout = 200 * time.Millisecond
+	tx, err := s.conn.Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx(t)) //nolint:errcheck // the test's own lock
+	if _, err := tx.Exec(ctx(t), "LOCK TABLE pepsi.message IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	const says = "the search stopped after its time limit (200ms): narrow it"
+	if r := s.do("GET", "/messages?payload=x", nil, alice); r.code != http.StatusBadRequest || !strings.Contains(r.text, says) || !strings.Contains(r.body, `name="payload" value="x"`) {
+		t.Errorf("the list: %d\n%s", r.code, r.body)
+	}
+	if r := s.do("POST", "/retry", url.Values{"scope": {"filter"}, "status": {"failed"}, "payload": {"x"}}, alice); r.code != http.StatusBadRequest || !strings.Contains(r.text, says) {
+		t.Errorf("a retry: %d\n%s", r.code, r.body)
+	}
+}
