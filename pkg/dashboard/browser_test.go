@@ -51,7 +51,8 @@ const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
 // result a page of its own that a reload does not post again, the rest
 // retried at another stage with a priority; the controls (a stage paused
 // from the overview with a reason, its banner, resumed; ticked messages
-// held, then released; one cancelled from its page); the pages at a phone's width
+// held, then released; one cancelled from its page); the history timeline
+// of a message that failed twice and then passed; the pages at a phone's width
 // (390 px: the overview's failed column in view without scrolling, the
 // page not scrolling sideways) and in the dark.
 func TestBrowser(t *testing.T) {
@@ -365,6 +366,34 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the cancelled message: %+v", st[0])
 	}
 
+	// The history of a message that failed twice and then passed: a
+	// timeline, oldest first; the long reason cut until asked for.
+	hist := strconv.FormatInt(failTwiceThenPass(t, s, "deliver"), 10)
+	step("a message's history", chromedp.Navigate(s.base+"/messages/"+hist), chromedp.WaitVisible(chromedp.CSS("ol.timeline")))
+	entries := columnTexts(t, c, "ol.timeline > li")
+	if len(entries) != 4 || !strings.HasSuffix(entries[0], "enqueued") ||
+		!strings.Contains(entries[1], "failed pass 1 at deliver, attempt 1: answer worker pid 4242") || !strings.Contains(entries[1], "upstream said no") ||
+		!strings.Contains(entries[2], "failed pass 2 at deliver, attempt 2: crash worker pid 4243") ||
+		!strings.Contains(entries[3], "now done at deliver, attempt 3 there") {
+		t.Errorf("the history timeline: %q", entries)
+	}
+	crashShown := func() bool {
+		t.Helper()
+		v, err := chromedp.Run(c, chromedp.Evaluate[bool](`document.querySelector("ol.timeline li.pass:nth-of-type(3) details").open && document.querySelector("ol.timeline li.pass:nth-of-type(3) details > pre").offsetHeight > 0`))
+		if err != nil {
+			fatal("the crash's reason", err)
+		}
+		return v
+	}
+	if crashShown() {
+		t.Error("the long reason is shown whole before it is asked for")
+	}
+	step("show the crash's whole reason", chromedp.Click(chromedp.CSS("ol.timeline li.pass:nth-of-type(3) summary")))
+	if !crashShown() {
+		t.Error("the long reason is not shown once asked for")
+	}
+	shot("message-history")
+
 	// A phone: 390 px wide. The page does not scroll sideways; the
 	// overview's stage, failed and pending columns are in view.
 	if err := chromedp.Do(c, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulatePortrait)); err != nil {
@@ -383,7 +412,7 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	shot("overview-phone")
-	for _, path := range []string{"/messages?status=pending", "/failures", "/messages/" + strconv.FormatInt(lost[0], 10)} {
+	for _, path := range []string{"/messages?status=pending", "/failures", "/messages/" + strconv.FormatInt(lost[0], 10), "/messages/" + hist} {
 		if err := chromedp.Do(c, chromedp.Navigate(s.base+path), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
 			fatal("open "+path+" on a phone", err)
 		}
