@@ -905,8 +905,17 @@ CREATE INDEX state_done_id ON ONLY pepsi.state_done USING btree (id);
 -- INDEX state_done_default_id_idx
 CREATE INDEX state_done_default_id_idx ON pepsi.state_done_default USING btree (id);
 
+-- INDEX state_done_erred
+CREATE INDEX state_done_erred ON ONLY pepsi.state_done USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
+
+-- INDEX state_done_default_id_idx1
+CREATE INDEX state_done_default_id_idx1 ON pepsi.state_done_default USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
+
 -- INDEX state_flow
 CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WHERE ((flow_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'paused'::text, 'held'::text])));
+
+-- INDEX state_live_erred
+CREATE INDEX state_live_erred ON pepsi.state_live USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
 
 -- INDEX state_paused
 CREATE INDEX state_paused ON pepsi.state_live USING btree (timeout) WHERE (status = 'paused'::text);
@@ -934,6 +943,9 @@ ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_default_pkey;
 
 -- INDEX ATTACH state_done_default_id_idx
 ALTER INDEX pepsi.state_done_id ATTACH PARTITION pepsi.state_done_default_id_idx;
+
+-- INDEX ATTACH state_done_default_id_idx1
+ALTER INDEX pepsi.state_done_erred ATTACH PARTITION pepsi.state_done_default_id_idx1;
 
 -- TRIGGER message message_deleted
 CREATE TRIGGER message_deleted AFTER DELETE ON pepsi.message REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_deleted();

@@ -70,6 +70,9 @@ func (s Selection) conds(arg func(any) string) ([]string, error) {
 		where = append(where, "updated_at > now() - "+arg(s.NewerThan)+"::interval")
 	}
 	if s.Text != "" {
+		// ILIKE, a strict operator: rows without errors (most of them)
+		// cost nothing, and the planner reads the live and done rows
+		// with one from state_live_erred and state_done_erred (schema 20).
 		pat := arg("%" + likeEscaper.Replace(s.Text) + "%")
 		where = append(where, "(error ILIKE "+pat+" OR dispatch_error ILIKE "+pat+")")
 	}
