@@ -46,3 +46,18 @@ func TestHistoryConstants(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHistoryArgsNoFailures is what the history costs a settle of 64
+// verdicts without a failed pass: the look for one.
+func BenchmarkHistoryArgsNoFailures(b *testing.B) {
+	vs := make([]Settle, 64)
+	for i := range vs {
+		vs[i] = Settle{ID: int64(i), Stage: "s", Verdict: Advance, Next: "t"}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if historyArgs(vs) != nil {
+			b.Fatal("history arguments without a failure")
+		}
+	}
+}
