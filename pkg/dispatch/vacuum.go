@@ -20,9 +20,8 @@ const (
 // expire from the default partition; with the server's autovacuum off, or
 // asleep between its rounds, the dead versions pile up in the heap and in
 // the claim's index walk, and each claim and settle pays for them. So
-// every VACUUM_INTERVAL it reads the live and dead row counts of
-// pepsi.state_live, pepsi.message_default and pepsi.ingress and vacuums a
-// table when the rule says so (see docs/design.md, "Vacuum").
+// every VACUUM_INTERVAL it reads the live and dead row counts of the
+// tables of queue.Vacuumed and vacuums a table when the rule says so (see docs/design.md, "Vacuum").
 type vacuum struct {
 	startStop
 	store vacuumStore

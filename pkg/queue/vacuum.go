@@ -14,10 +14,12 @@ type Churn struct {
 
 // Vacuumed are the tables the dispatcher vacuums: pepsi.state_live, which
 // every stage pass rewrites, pepsi.message_default, which the retention
-// sweep deletes from row by row, and pepsi.ingress, each of whose rows is
-// deleted as it is admitted. The other partitions of pepsi.state and
-// pepsi.message are written once per row and dropped whole.
-var Vacuumed = []string{"pepsi.state_live", "pepsi.message_default", "pepsi.ingress"}
+// sweep deletes from row by row, pepsi.ingress, each of whose rows is
+// deleted as it is admitted, and pepsi.history, whose rows go with their
+// messages and at the bound of 20 a message. The other partitions of
+// pepsi.state and pepsi.message are written once per row and dropped
+// whole.
+var Vacuumed = []string{"pepsi.state_live", "pepsi.message_default", "pepsi.ingress", "pepsi.history"}
 
 // TableChurn reads table's (one of Vacuumed) live and dead row counts from
 // the server's cumulative statistics (updated by each backend within a
