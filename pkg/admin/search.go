@@ -131,9 +131,11 @@ func (s *Search) messageConds(arg func(any) string) []string {
 	}
 	if s.Payload != "" {
 		// The bytes first, a cheap test that most payloads fail; the
-		// text test (a regular expression over the whole payload) only
-		// on those that have them.
-		where = append(where, "CASE WHEN position("+arg([]byte(s.Payload))+"::bytea IN m.payload) > 0 THEN encode(m.payload, 'escape') ~ "+
+		// text test only on those that have them: ASCII without a NUL
+		// (no backslash in the encoding: a memchr), else the regular
+		// expression, 0.5 µs a payload of 50 bytes.
+		enc := "encode(m.payload, 'escape')"
+		where = append(where, "CASE WHEN position("+arg([]byte(s.Payload))+"::bytea IN m.payload) > 0 THEN strpos("+enc+", '\\') = 0 OR "+enc+" ~ "+
 			arg(textPayloadRE)+" ELSE false END")
 	}
 	return where

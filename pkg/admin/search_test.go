@@ -87,6 +87,7 @@ func TestSearch(t *testing.T) {
 	other := enqueue(map[string]string{"tenant": "other"}, `{"order": 12345}`)
 	binary := enqueue(map[string]string{"tenant": "acme"}, "\xff\xfe order 1234")
 	nul := enqueue(nil, "order 1234\x00")
+	bs := enqueue(nil, `back\slash`)
 	exec(t, db, "UPDATE pepsi.message SET created_at = now() - interval '3 days' WHERE id = $1", old)
 	exec(t, db, "UPDATE pepsi.message SET created_at = now() - interval '30 hours' WHERE id = $1", yday)
 	exec(t, db, "UPDATE pepsi.state SET status = 'failed', error = 'no' WHERE id = ANY($1)", []int64{old, yday, acme, other, binary})
@@ -107,7 +108,8 @@ func TestSearch(t *testing.T) {
 		{"payload, non-ASCII", admin.Search{Payload: "é"}, []int64{acme}},
 		{"payload, case counts", admin.Search{Payload: "ORDER"}, nil},
 		{"payload and header", admin.Search{Payload: "1234", Headers: []admin.Header{{"tenant", "other"}}}, []int64{other}},
-		{"since alone", admin.Search{Since: 31 * time.Hour}, []int64{yday, acme, other, binary, nul}},
+		{"since alone", admin.Search{Since: 31 * time.Hour}, []int64{yday, acme, other, binary, nul, bs}},
+		{"payload, a backslash (text not ASCII-only in its encoding)", admin.Search{Payload: `k\s`}, []int64{bs}},
 	} {
 		page, err := db.Browse(ctx, admin.BrowseParams{Search: tc.s})
 		if err != nil {

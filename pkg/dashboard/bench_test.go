@@ -14,13 +14,15 @@ import (
 // included, on a queue of $PEPSI_DASHBOARD_ROWS messages (default
 // 1 000 000): three stages enqueued in interleaved batches with pkg/queue's
 // bulk enqueue, then 85% done, 6% pending, 4% failed with four reasons, 3%
-// paused and 2% running, as a busy pipeline's queue is (VACUUM ANALYZE
-// after). The dashboard samples as pepsi httpd's does (every 5 s: the
+// paused and 2% running, as a busy pipeline's queue is, enqueued one a
+// second and each last changed then (VACUUM ANALYZE after). The dashboard samples as pepsi httpd's does (every 5 s: the
 // statistics, the counts of every status but done, and of done every
 // 30 s), so the overview and the lists' totals use its counts, as they do
 // in production; overview/counting forgets them before every request, so
 // that the page counts the queue itself, as it does when the sampler has
-// not (the first page after a start): the cost of a count.
+// not (the first page after a start): the cost of a count. The search/
+// pages search headers and payloads within their default day (86 400
+// messages), or a week.
 //
 //	make bench-go PKGS=./pkg/dashboard/ BENCH=Pages BENCHTIME=20x
 //
@@ -55,6 +57,9 @@ func BenchmarkPages(b *testing.B) {
 	               'upstream 503 after 30s', 'exit status 1'])[1 + id % 4] END,
 	       timeout = CASE WHEN id % 100 BETWEEN 95 AND 97 THEN now() + interval '10 minutes' END,
 	       attempts = id % 3, updated_at = now() - ($1 - id) * interval '1 second'`, rows)
+	// One message a second, the last now: a search's default day reads
+	// the newest 86 400.
+	s.exec(`UPDATE pepsi.message SET created_at = now() - ($1 - id) * interval '1 second'`, rows)
 	s.exec(`VACUUM ANALYZE pepsi.state`)
 	s.exec(`VACUUM ANALYZE pepsi.message`)
 	b.Logf("%d messages in %v", rows, time.Since(start).Round(time.Second))
@@ -74,6 +79,12 @@ func BenchmarkPages(b *testing.B) {
 		{"messages/text-anywhere", "/messages?q=no+such+text"},
 		{"messages/nothing-matches", "/messages?status=done&stage=nowhere"},
 		{"message", "/messages/" + mid},
+		{"search/header-none", "/messages?header=source%3Dnobody"},
+		{"search/header-all", "/messages?header=source%3Dshop"},
+		{"search/payload-none", "/messages?payload=no+such+text"},
+		{"search/payload-few", "/messages?payload=%22order%22%3A1234%2C"},
+		{"search/payload-failed", "/messages?status=failed&payload=%22sku%22"},
+		{"search/payload-week", "/messages?payload=no+such+text&since=7d"},
 	} {
 		b.Run(page.name, func(b *testing.B) {
 			get := func() {
