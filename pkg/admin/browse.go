@@ -22,7 +22,21 @@ import (
 // every run of digits read as N, so that "order 1234: no stock" and "order
 // 98: no stock" are one group (as the demo's summary groups them). A
 // reason is never empty. FoldReason is the same in Go.
-const reasonSQL = `regexp_replace(coalesce(nullif(error, ''), nullif(dispatch_error, ''), '(none)'), '[0-9]+', 'N', 'g')`
+const reasonSQL = `regexp_replace(` + rawReasonSQL + `, '[0-9]+', 'N', 'g')`
+
+// rawReasonSQL is a failed message's reason before its digits are read
+// as N.
+const rawReasonSQL = `coalesce(nullif(error, ''), nullif(dispatch_error, ''), '(none)')`
+
+// reasonIs is the condition that a message's reason (reasonSQL) is the
+// argument reason (added with arg): first the raw reason LIKE the reason
+// with each N any text (an N stands for digits or itself), a test that
+// costs a tenth of the regular expression and that only the group's
+// messages and a few others pass, then the regular expression on those.
+func reasonIs(reason string, arg func(any) string) string {
+	like := strings.ReplaceAll(likeEscaper.Replace(reason), "N", "%")
+	return "CASE WHEN " + rawReasonSQL + " LIKE " + arg(like) + " THEN " + reasonSQL + " = " + arg(reason) + " ELSE false END"
+}
 
 var digits = regexp.MustCompile(`[0-9]+`)
 
@@ -167,10 +181,15 @@ func (db *DB) FailureGroups(ctx context.Context, stage string, limit int) ([]Fai
 	if limit <= 0 {
 		limit = 500
 	}
+	// Grouped by the raw reason first, then by the reason: the regular
+	// expression runs once per distinct error rather than once per
+	// message (40 000 failed with 6 000 errors: 45-65 ms → 13-24 ms).
 	rows, err := db.pool.Query(ctx, `
-SELECT stage, `+reasonSQL+` AS reason, count(*), max(updated_at), max(id)
-  FROM pepsi.state
- WHERE status = 'failed' AND ($1 = '' OR stage = $1)
+SELECT stage, regexp_replace(raw, '[0-9]+', 'N', 'g') AS reason, sum(n)::bigint, max(newest), max(newest_id)
+  FROM (SELECT stage, `+rawReasonSQL+` AS raw, count(*) AS n, max(updated_at) AS newest, max(id) AS newest_id
+          FROM pepsi.state
+         WHERE status = 'failed' AND ($1 = '' OR stage = $1)
+         GROUP BY 1, 2) g
  GROUP BY 1, 2
  ORDER BY 3 DESC, 1, 2
  LIMIT $2`, stage, limit)

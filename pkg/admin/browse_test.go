@@ -88,6 +88,8 @@ func TestBrowse(t *testing.T) {
 		{"LIKE's characters are not wild", admin.BrowseParams{Text: `0%_`}, nil},
 		{"reason", admin.BrowseParams{Reason: "order N: No stock", Status: queue.Failed}, desc(failed[:5])},
 		{"reason of the dispatcher", admin.BrowseParams{Reason: "exit N # crashed"}, desc(failed[5:])},
+		{"reason with LIKE's characters", admin.BrowseParams{Reason: `disk N% full_\`}, done[:1]},
+		{"a reason's N is digits or N, nothing else", admin.BrowseParams{Reason: `disk N% fullN\`}, nil},
 		{"nothing", admin.BrowseParams{Stage: "nowhere"}, nil},
 	} {
 		got := browse(tc.p)

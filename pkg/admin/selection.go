@@ -77,7 +77,7 @@ func (s Selection) conds(arg func(any) string) ([]string, error) {
 		where = append(where, "(error ILIKE "+pat+" OR dispatch_error ILIKE "+pat+")")
 	}
 	if s.Reason != "" {
-		where = append(where, reasonSQL+" = "+arg(s.Reason))
+		where = append(where, reasonIs(s.Reason, arg))
 	}
 	return append(where, s.Search.conds(arg)...), nil
 }
