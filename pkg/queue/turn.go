@@ -83,6 +83,13 @@ const foreignSQL = `SELECT pg_notify(s.ingress_channel, '') FROM pepsi.settings 
 // snapshotSQL reads the horizon of a fresh snapshot (see TurnResult.Xmin).
 const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint FROM pg_current_snapshot() s`
 
+// genericSQL makes the rest of a turn's transaction run its prepared
+// statements on their generic plans. It goes before the keyless claim:
+// planned afresh for its caps, as the server otherwise chooses, planning
+// would cost as much as running it, at every turn; its one plan serves
+// every cap (claimSQL).
+const genericSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
+
 // SetArmed writes set's wake flag on its own.
 func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 	if set == "" {
@@ -99,6 +106,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps)
 	hasClaim := claimStmt != ""
+	generic := claimStmt == claimSQL
 	var settle, history []any
 	var foreign []int64
 	if len(t.Settles) > 0 {
@@ -140,6 +148,9 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		}
 		if t.Admit {
 			b.Queue(admitSQL, AdmitBatch)
+		}
+		if generic {
+			b.Queue(genericSQL)
 		}
 		if hasClaim {
 			b.Queue(claimStmt, claim...)
@@ -192,6 +203,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		}
 		if t.Admit {
 			if err = br.QueryRow().Scan(&res.Admitted); err != nil {
+				return err
+			}
+		}
+		if generic {
+			if _, err = br.Exec(); err != nil {
 				return err
 			}
 		}
