@@ -85,10 +85,10 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 
 // localSQL returns the statement that sets a turn's transaction's
 // settings, "" for none:
-//   - before the keyless claim, generic plans: planned afresh for each
-//     turn's caps, as the server otherwise chooses, the claim would cost as
-//     much to plan as to run, at every turn; its one plan serves every cap
-//     (claimSQL);
+//   - generic plans for the settle and the claim, whose plans hold
+//     whatever the statistics say (checkPlans): planned afresh for each
+//     turn's arrays, as the server otherwise chooses at times, each would
+//     cost more to plan than to run, at every turn;
 //   - a turn that settles nothing commits without waiting for its WAL
 //     flush. What it writes (claims, resumes, admissions, the wake flag) is
 //     safe to lose in a server crash, which loses with it everything that
@@ -97,6 +97,9 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 //     then the server's work, not a disk flush, and workers are refilled
 //     sooner. A settle's commit is waited for: the dispatcher forgets the
 //     passes it settled.
+//
+// It goes just before the settle, or the claim when there is none, so
+// that the resume before it keeps the plan chosen for its stages.
 func localSQL(generic, async bool) string {
 	switch {
 	case generic && async:
@@ -125,7 +128,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps)
 	hasClaim := claimStmt != ""
-	local := localSQL(claimStmt == claimSQL, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
+	local := localSQL(hasClaim || len(t.Settles) > 0, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
 	var settle, history []any
 	var foreign []int64
 	if len(t.Settles) > 0 {
@@ -153,6 +156,9 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if t.Resume {
 			b.Queue(resumeSQL, t.Stages)
 		}
+		if local != "" && settle != nil {
+			b.Queue(local)
+		}
 		if settle != nil {
 			b.Queue(settleSQL, settle...)
 		}
@@ -168,7 +174,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if t.Admit {
 			b.Queue(admitSQL, AdmitBatch)
 		}
-		if local != "" {
+		if local != "" && settle == nil {
 			b.Queue(local)
 		}
 		if hasClaim {
@@ -199,6 +205,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 				res.NextPaused = *next
 			}
 		}
+		if local != "" && settle != nil {
+			if _, err = br.Exec(); err != nil {
+				return err
+			}
+		}
 		if settle != nil {
 			rows, err := br.Query()
 			if res.Settled, err = scanSettled(rows, err, res.Settled); err != nil {
@@ -225,7 +236,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 				return err
 			}
 		}
-		if local != "" {
+		if local != "" && settle == nil {
 			if _, err = br.Exec(); err != nil {
 				return err
 			}
