@@ -178,6 +178,14 @@ func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Cl
 	return dst, err
 }
 
+// GenericPlans makes the rest of transaction tx run the claim and the
+// settle on their generic plans, as the dispatcher's turns do (RunTurn):
+// for a caller that times Claim as the dispatcher runs it.
+func GenericPlans(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, localSQL(true, false))
+	return err
+}
+
 // claimArgs returns the claim statement and its arguments: claimSQL while
 // no stage with a cap has KEY, claimKeyedSQL otherwise; "" when no stage
 // has a cap.
