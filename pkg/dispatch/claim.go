@@ -162,7 +162,8 @@ func (d *Dispatcher) claimedMore(j *job) {
 			}
 		}
 		p := d.byName[c.Stage]
-		p.more = got == c.Cap || woken || p.marked > j.marks
+		p.filled = got == c.Cap
+		p.more = p.filled || woken || p.marked > j.marks
 	}
 }
 

@@ -17,6 +17,7 @@ type pool struct {
 	more      bool      // pending rows may be waiting: worth a claim
 	marked    uint64    // Dispatcher.marks when more was last set by a settle or resume
 	settling  bool      // the settle in flight carries this stage's claim (claimWithSettle)
+	filled    bool      // its last claim took its whole cap: neither keys nor the backlog held it back
 	retry     queue.RetryPolicy
 	rate      *bucket // RATE's tokens; nil: no RATE
 	keys      *keys   // KEY's held keys; nil: no KEY

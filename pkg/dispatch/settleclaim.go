@@ -14,7 +14,10 @@ import (
 // caps and held keys are the dispatcher's whole view of it): the settle
 // takes only stages the claim in flight does not, and the claim lane skips
 // the stages the settle took, so other stages' claims go on beside it.
-// Stages with RATE are left to the claim lane, which books their tokens.
+// Stages with RATE are left to the claim lane, which books their tokens,
+// and so are stages whose last claim took its whole cap: their keys are
+// many, a freed key is one of plenty to take, and the claim lane's claim
+// goes beside the settle without waiting for its commit.
 
 // claimWithSettle adds to j's settle a claim for each keyed stage whose
 // keys it frees, with the held keys less those; it returns whether it did.
@@ -24,7 +27,7 @@ func (d *Dispatcher) claimWithSettle(j *job, now time.Time) bool {
 	}
 	caps := d.settleCaps[:0]
 	for _, p := range d.pools {
-		if p.keys == nil || p.rate != nil || d.claiming(p) {
+		if p.keys == nil || p.rate != nil || p.filled || d.claiming(p) {
 			continue
 		}
 		freed := p.keys.freeing(j.turn.Settles, p.cfg.Name)

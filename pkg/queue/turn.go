@@ -85,10 +85,12 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 
 // localSQL returns the statement that sets a turn's transaction's
 // settings, "" for none:
-//   - generic plans for the settle and the claim, whose plans hold
+//   - generic plans for the settle and the keyed claim, whose plans hold
 //     whatever the statistics say (checkPlans): planned afresh for each
 //     turn's arrays, as the server otherwise chooses at times, each would
-//     cost more to plan than to run, at every turn;
+//     cost more to plan than to run, at every turn. The keyless claim is
+//     left to the server's choice: its generic plan runs slower than its
+//     custom ones, by more than their planning costs;
 //   - a turn that settles nothing commits without waiting for its WAL
 //     flush. What it writes (claims, resumes, admissions, the wake flag) is
 //     safe to lose in a server crash, which loses with it everything that
@@ -128,7 +130,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps)
 	hasClaim := claimStmt != ""
-	local := localSQL(hasClaim || len(t.Settles) > 0, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
+	local := localSQL(len(t.Settles) > 0 || claimStmt == claimKeyedSQL, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
 	var settle, history []any
 	var foreign []int64
 	if len(t.Settles) > 0 {
