@@ -178,9 +178,9 @@ func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Cl
 	return dst, err
 }
 
-// GenericPlans makes the rest of transaction tx run the claim and the
-// settle on their generic plans, as the dispatcher's turns do (RunTurn):
-// for a caller that times Claim as the dispatcher runs it.
+// GenericPlans makes the rest of transaction tx run its statements on
+// their generic plans, as the dispatcher runs the settle and the keyed
+// claim (RunTurn): for a caller that times those as the dispatcher does.
 func GenericPlans(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, localSQL(true, false))
 	return err
