@@ -126,21 +126,34 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	// early is the next input, taken from lines while the last message
 	// was being committed, so that its read went out with that COMMIT.
 	var early *input
+	// buffered: the input being served said that the next line was read
+	// already, so peek waits the moment readIDs takes to hand it over
+	// rather than miss it.
+	var buffered bool
 	peek := func() (int64, bool) {
 		if early != nil {
 			return 0, false
 		}
-		select {
-		case x := <-lines:
-			early = &x
-			if x.err != nil {
+		var x input
+		if buffered {
+			select {
+			case x = <-lines:
+			case <-ctx.Done():
 				return 0, false
 			}
-			id, err := parseID(x.line)
-			return id, err == nil
-		default:
+		} else {
+			select {
+			case x = <-lines:
+			default:
+				return 0, false
+			}
+		}
+		early = &x
+		if x.err != nil {
 			return 0, false
 		}
+		id, err := parseID(x.line)
+		return id, err == nil
 	}
 	for {
 		var in input
@@ -167,6 +180,7 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 			}
 			return fmt.Errorf("reading message ids: %w", in.err)
 		}
+		buffered = in.more
 		st, err := r.serve(ctx, in.line, peek)
 		if ctx.Err() != nil && err != nil {
 			_ = out.flush() // what was committed before is answered
