@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 )
 
@@ -253,7 +255,7 @@ func TestDispatchStageSetFrozen(t *testing.T) {
 	// Frozen: once every statement it sent has ended, it can send no more.
 	testkit.Wait(t, "the frozen dispatcher's sessions idle", time.Minute, func() bool {
 		return f.Int64("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 AND state <> 'idle'", mine) == 0
-	})
+	}, sessionsOf{f, mine})
 	var frozenAt time.Time
 	if err := f.DB.Pool.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&frozenAt); err != nil {
 		t.Fatal(err)
@@ -406,4 +408,24 @@ func TestDispatchOneProcessor(t *testing.T) {
 			t.Fatalf("GOMAXPROCS=%q: exit status %d after SIGTERM; log:\n%s", tc.env, code, d.logs)
 		}
 	}
+}
+
+// sessionsOf lists, for a failure message, the sessions whose
+// application_name is like app that are not idle: state, wait and query.
+type sessionsOf struct {
+	f   *faultDB
+	app string
+}
+
+func (x sessionsOf) String() string {
+	rows, err := x.f.DB.Pool.Query(context.Background(), `SELECT format('%s %s:%s %s', state, wait_event_type, wait_event, left(query, 300))
+		FROM pg_stat_activity WHERE application_name LIKE $1 AND state <> 'idle'`, x.app)
+	if err != nil {
+		return err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(lines, "\n")
 }
