@@ -253,7 +253,19 @@ func TestDispatchStageSetFrozen(t *testing.T) {
 	mine := fmt.Sprintf("%% pid %d on %%", epid) // its sessions' application_name
 	e.signal(syscall.SIGSTOP)
 	// Frozen: once every statement it sent has ended, it can send no more.
+	// Stopped in the middle of writing a turn's batch, it leaves that
+	// turn's transaction open (idle in transaction, the rest of the batch
+	// never sent), holding its fence's lock: a standby would wait for it
+	// until the server ended the session (idle_in_transaction_session_timeout,
+	// keepalives). The test ends such a session as the server would; its
+	// turn is rolled back, and nothing of it was committed.
 	testkit.Wait(t, "the frozen dispatcher's sessions idle", time.Minute, func() bool {
+		return f.Int64("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 AND state NOT IN ('idle', 'idle in transaction')", mine) == 0
+	}, sessionsOf{f, mine})
+	if n := f.Int64("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'idle in transaction'", mine); n > 0 {
+		t.Logf("ended %d turn(s) the frozen dispatcher had half sent", n)
+	}
+	testkit.Wait(t, "the frozen dispatcher's open turn ended", time.Minute, func() bool {
 		return f.Int64("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 AND state <> 'idle'", mine) == 0
 	}, sessionsOf{f, mine})
 	var frozenAt time.Time
