@@ -63,6 +63,8 @@ func stageMain(args []string) int {
 	defer stop()
 	switch *kind {
 	case "worker":
+		// What worker.Main, the README's stage, does before Run.
+		worker.OneProcessor()
 		out := worker.Finish()
 		if *next != "" {
 			out = worker.Advance(*next)
