@@ -162,7 +162,11 @@ func (d *Dispatcher) claimedMore(j *job) {
 			}
 		}
 		p := d.byName[c.Stage]
-		p.filled = got == c.Cap
+		// A keyed stage that filled its cap with keys it had just given
+		// back has no key to spare: its next messages come with the
+		// settles that free their keys, not from the claim lane.
+		fresh := p.keys == nil || p.keys.fresh(j.res.Claimed, c.Stage)
+		p.filled = got == c.Cap && fresh
 		p.more = p.filled || woken || p.marked > j.marks
 	}
 }

@@ -15,10 +15,13 @@ type keys struct {
 	held map[string]int
 	buf  []queue.HeldKey // the claim's copy of held (one job claims for a stage at a time)
 	less map[string]int  // what a settle in the making frees (freeing)
+	// freed: the keys given back since the stage's last claim ended
+	// (fresh).
+	freed map[string]struct{}
 }
 
 func newKeys() *keys {
-	return &keys{of: make(map[int64]string), held: make(map[string]int), less: make(map[string]int)}
+	return &keys{of: make(map[int64]string), held: make(map[string]int), less: make(map[string]int), freed: make(map[string]struct{})}
 }
 
 // freeing counts the held messages of stage among settles, by key, for
@@ -67,12 +70,35 @@ func (k *keys) release(id int64) bool {
 		return false
 	}
 	delete(k.of, id)
+	k.freed[key] = struct{}{}
 	if k.held[key] <= 1 {
 		delete(k.held, key)
 	} else {
 		k.held[key]--
 	}
 	return true
+}
+
+// fresh reports whether a claim at stage took a message whose key it
+// neither held nor was given back since the stage's last claim (or one
+// without a key), and starts counting the given-back keys anew. A claim
+// that took only keys a settle freed found no key to spare: its stage's
+// keys, not its backlog, bound it, and its next messages come as settles
+// free their keys (claimWithSettle). Call it before holdClaimed.
+func (k *keys) fresh(claimed []queue.Claimed, stage string) bool {
+	defer clear(k.freed)
+	for i := range claimed {
+		c := &claimed[i]
+		if c.Stage != stage {
+			continue
+		}
+		_, held := k.held[c.Key]
+		_, freed := k.freed[c.Key]
+		if !c.Keyed || !held && !freed {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot copies held for a claim: the claim lane reads it while the loop

@@ -15,9 +15,10 @@ import (
 // takes only stages the claim in flight does not, and the claim lane skips
 // the stages the settle took, so other stages' claims go on beside it.
 // Stages with RATE are left to the claim lane, which books their tokens,
-// and so are stages whose last claim took its whole cap: their keys are
-// many, a freed key is one of plenty to take, and the claim lane's claim
-// goes beside the settle without waiting for its commit.
+// and so are stages whose last claim took its whole cap with a key it had
+// not just given back (filled): their keys are many, a freed key is one of
+// plenty to take, and the claim lane's claim goes beside the settle
+// without waiting for its commit.
 
 // claimWithSettle adds to j's settle a claim for each keyed stage whose
 // keys it frees, with the held keys less those; it returns whether it did.
