@@ -91,3 +91,7 @@ func MigrateFSForTest(ctx context.Context, conn *pgx.Conn, extra fstest.MapFS, o
 	o.fsys = all
 	return MigrateWith(ctx, conn, o)
 }
+
+// FenceSQL is the statement a dispatcher's writing transactions begin
+// with.
+const FenceSQL = fenceSQL

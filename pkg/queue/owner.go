@@ -187,8 +187,16 @@ type fence struct {
 
 // fenceSQL fails unless the session holding the token lock lives; it
 // takes the stages' fence locks shared for the transaction (see
-// sql/006_stage_sets.sql).
-const fenceSQL = "SELECT pepsi.fence($1, $2)"
+// sql/006_stage_sets.sql), and has the server end the transaction if it
+// is left idle for idleFence: a dispatcher frozen or cut off halfway
+// through one would otherwise hold those locks, and keep its standby
+// from taking over, until the server noticed the connection gone.
+const fenceSQL = "SELECT pepsi.fence($1, $2), set_config('idle_in_transaction_session_timeout', '" + idleFence + "', true)"
+
+// idleFence is how long a fenced transaction may wait for the
+// dispatcher's next statement: far longer than any gap between a
+// transaction's statements, short beside a takeover's other waits.
+const idleFence = "10s"
 
 // SetFence makes every queue write of the dispatcher's (RunTurn,
 // ResetRunning, ResetOrphans, ExpireDone, SetArmed) run in one transaction

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -64,6 +68,56 @@ func TestFence(t *testing.T) {
 	}
 	if got := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running' AND id = ANY($1)", ids); got != 2 {
 		t.Errorf("%d rows still running, want 2", got)
+	}
+}
+
+// TestFenceIdle: a fenced transaction left idle (its dispatcher frozen or
+// cut off halfway through it) is ended by the server, which gives up its
+// fence locks for a standby to take over; the timeout is the
+// transaction's own, not the session's.
+func TestFenceIdle(t *testing.T) {
+	db, dsn, ctx := newDB(t)
+	l := dial(t, dsn, "c")
+	token := queue.NewToken()
+	if err := l.TakeStages(ctx, []string{"a"}, false, token); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	fenced := func() pgx.Tx {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, queue.FenceSQL, token, []string{"a"}); err != nil {
+			t.Fatalf("fence: %v", err)
+		}
+		return tx
+	}
+	if err := fenced().Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var after string
+	if err := conn.QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&after); err != nil || after != "0" {
+		t.Fatalf("idle_in_transaction_session_timeout after a fenced transaction = %q, %v; want the session's 0", after, err)
+	}
+	pid := conn.PgConn().PID()
+	tx := fenced()
+	fenceLocks := `SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND classid = 1885696102::oid AND objsubid = 2`
+	if n := count(t, db, fenceLocks, pid); n != 1 {
+		t.Fatalf("%d fence locks held in the open transaction, want 1", n)
+	}
+	testkit.Wait(t, "the server to end the idle fenced transaction", time.Minute, func() bool {
+		return count(t, db, fenceLocks, pid) == 0
+	})
+	if count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) != 0 {
+		t.Error("the idle fenced transaction's session lives on")
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Error("the ended transaction committed")
 	}
 }
 
