@@ -2,18 +2,9 @@ package worker
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// SetMaxHold changes how long answers to pipelined ids may be held, until
-// the returned function restores it.
-func SetMaxHold(d time.Duration) (restore func()) {
-	old := maxHold
-	maxHold = d
-	return func() { maxHold = old }
-}
 
 // Connect makes the connection Run would make for dsn, and says whether
 // it found a pooler in front of the server.

@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,9 +77,7 @@ var errConnLost = errors.New("database connection lost")
 // Run serves message ids from opts.In with fn until opts.In ends (then it
 // returns nil) or ctx is cancelled (then it returns ctx.Err() at once: the
 // message in hand is rolled back and not answered). Status lines go to
-// opts.Out, flushed whenever no further id is already waiting in opts.In
-// (answers to pipelined ids are held at most a couple of milliseconds, to
-// go out in one write).
+// opts.Out, each written as soon as its pass has ended.
 // A lost database connection or a failed write to opts.Out ends Run with
 // an error. Run reads opts.In in a goroutine of its own, which is still
 // blocked in Read after a cancellation until opts.In is closed or ends.
@@ -120,7 +116,6 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	go readIDs(opts.In, lines, stop)
 
 	out := &answers{w: bufio.NewWriterSize(opts.Out, 64<<10)}
-	defer out.stop()
 	defer r.dropNext()
 	var buf []byte
 	// early is the next input, taken from lines while the last message
@@ -187,7 +182,7 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 			return ctx.Err()
 		}
 		buf = protocol.Append(buf[:0], st)
-		if werr := out.write(buf, in.more && err == nil); werr != nil {
+		if werr := out.write(buf); werr != nil {
 			return werr
 		}
 		if err != nil {
@@ -196,25 +191,18 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	}
 }
 
-// maxHold is how long an answer may wait in the buffer for the answers to
-// the ids pipelined behind it, so that they go out in one write. It is
-// short: a slow next message must not hold an answer back (the dispatcher
-// times the head of the pipeline against MAX_RUNTIME).
-var maxHold = 2 * time.Millisecond
-
-// answers is the status-line writer: answers are flushed at once when no
-// further id is waiting, else after at most maxHold.
+// answers is the status-line writer. Each answer is written as soon as
+// its pass has ended, even with more ids waiting: the dispatcher frees the
+// worker's slot, settles and claims the next ids on it, so an answer held
+// back to share a write with the next ones costs the pipeline more than
+// the write it saves.
 type answers struct {
-	mu    sync.Mutex
-	w     *bufio.Writer
-	timer *time.Timer // pending flush of held answers
-	err   error       // the first write error; sticky
+	w   *bufio.Writer
+	err error // the first write error; sticky
 }
 
-// write adds one status line; hold says another id is already waiting.
-func (a *answers) write(line []byte, hold bool) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// write writes one status line.
+func (a *answers) write(line []byte) error {
 	if a.err != nil {
 		return a.err
 	}
@@ -222,50 +210,17 @@ func (a *answers) write(line []byte, hold bool) error {
 		a.err = fmt.Errorf("writing status lines: %w", err)
 		return a.err
 	}
-	if !hold {
-		return a.flushLocked()
-	}
-	if a.timer == nil {
-		var t *time.Timer
-		t = time.AfterFunc(maxHold, func() {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if a.timer == t {
-				_ = a.flushLocked()
-			}
-		})
-		a.timer = t
-	}
-	return nil
+	return a.flush()
 }
 
+// flush writes what is buffered.
 func (a *answers) flush() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.flushLocked()
-}
-
-func (a *answers) flushLocked() error {
-	if a.timer != nil {
-		a.timer.Stop()
-		a.timer = nil
-	}
 	if a.err == nil {
 		if err := a.w.Flush(); err != nil {
 			a.err = fmt.Errorf("writing status lines: %w", err)
 		}
 	}
 	return a.err
-}
-
-// stop cancels a pending flush.
-func (a *answers) stop() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.timer != nil {
-		a.timer.Stop()
-		a.timer = nil
-	}
 }
 
 // connConfig parses the DSN of a worker's one connection. auto says that
