@@ -150,6 +150,32 @@ func TestDispatchStageSets(t *testing.T) {
 	}
 }
 
+// freezeHolding stops d (SIGSTOP) once at least done messages are done and
+// it holds rows it handed out at stage, and returns those rows, wherever
+// its workers moved them. d's stage is fed by the stage before it, and may
+// be idle for a moment between its messages: frozen in such a moment, it
+// is continued and frozen again later.
+func freezeHolding(t *testing.T, f *faultDB, d *daemon, stage string, done int64) map[int64]bool {
+	t.Helper()
+	held := "SELECT id FROM pepsi.state WHERE status = 'running' AND coalesce(handed, stage) = $1"
+	for try := 1; ; try++ {
+		testkit.Wait(t, fmt.Sprintf("%d done and %s's dispatcher holding rows", done, stage), time.Minute, func() bool {
+			return f.Count("done") >= done && len(f.IDs(held, stage)) > 0
+		}, d.logs)
+		d.signal(syscall.SIGSTOP)
+		inflight := make(map[int64]bool)
+		for _, id := range f.IDs(held, stage) {
+			inflight[id] = true
+		}
+		if len(inflight) > 0 || try == 50 {
+			return inflight
+		}
+		if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestDispatchStageSetTakeover: the same three dispatchers with a
 // --standby for the middle one; the active middle one is killed with -9
 // under load. The standby takes over enrich (and only it), resets its
@@ -166,13 +192,7 @@ func TestDispatchStageSetTakeover(t *testing.T) {
 
 	const total = 1000
 	f.enqueue(total, pipeline("4ms"))
-	testkit.Wait(t, "a fifth done", time.Minute, func() bool { return f.Count("done") >= total/5 }, e.logs)
-	e.signal(syscall.SIGSTOP)
-	inflight := make(map[int64]bool)
-	// Its rows: those it handed out at enrich, wherever its workers moved them.
-	for _, id := range f.IDs("SELECT id FROM pepsi.state WHERE status = 'running' AND coalesce(handed, stage) = 'enrich'") {
-		inflight[id] = true
-	}
+	inflight := freezeHolding(t, f, e, "enrich", total/5)
 	doneAt := f.Count("done")
 	killed := time.Now()
 	e.signal(syscall.SIGKILL)
