@@ -115,7 +115,7 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	lines := make(chan input)
 	go readIDs(opts.In, lines, stop)
 
-	out := &answers{w: bufio.NewWriterSize(opts.Out, 64<<10)}
+	out := &answers{w: opts.Out}
 	defer r.dropNext()
 	var buf []byte
 	// early is the next input, taken from lines while the last message
@@ -153,7 +153,6 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	for {
 		var in input
 		if err := ctx.Err(); err != nil {
-			_ = out.flush()
 			return err
 		}
 		if early != nil {
@@ -161,15 +160,11 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 		} else {
 			select {
 			case <-ctx.Done():
-				_ = out.flush()
 				return ctx.Err()
 			case in = <-lines:
 			}
 		}
 		if in.err != nil {
-			if err := out.flush(); err != nil {
-				return err
-			}
 			if errors.Is(in.err, io.EOF) {
 				return nil
 			}
@@ -178,7 +173,6 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 		buffered = in.more
 		st, err := r.serve(ctx, in.line, peek)
 		if ctx.Err() != nil && err != nil {
-			_ = out.flush() // what was committed before is answered
 			return ctx.Err()
 		}
 		buf = protocol.Append(buf[:0], st)
@@ -192,12 +186,12 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 }
 
 // answers is the status-line writer. Each answer is written as soon as
-// its pass has ended, even with more ids waiting: the dispatcher frees the
-// worker's slot, settles and claims the next ids on it, so an answer held
-// back to share a write with the next ones costs the pipeline more than
-// the write it saves.
+// its pass has ended, in a write of its own, even with more ids waiting:
+// the dispatcher frees the worker's slot, settles and claims the next ids
+// on it, so an answer held back to share a write with the next ones costs
+// the pipeline more than the write it saves.
 type answers struct {
-	w   *bufio.Writer
+	w   io.Writer
 	err error // the first write error; sticky
 }
 
@@ -208,17 +202,6 @@ func (a *answers) write(line []byte) error {
 	}
 	if _, err := a.w.Write(line); err != nil {
 		a.err = fmt.Errorf("writing status lines: %w", err)
-		return a.err
-	}
-	return a.flush()
-}
-
-// flush writes what is buffered.
-func (a *answers) flush() error {
-	if a.err == nil {
-		if err := a.w.Flush(); err != nil {
-			a.err = fmt.Errorf("writing status lines: %w", err)
-		}
 	}
 	return a.err
 }
