@@ -95,3 +95,9 @@ func MigrateFSForTest(ctx context.Context, conn *pgx.Conn, extra fstest.MapFS, o
 // FenceSQL is the statement a dispatcher's writing transactions begin
 // with.
 const FenceSQL = fenceSQL
+
+// ClaimKeyedSQL is the claim statement with keyed stages, for plan tests.
+const ClaimKeyedSQL = claimKeyedSQL
+
+// LocalSQL is the statement that sets a turn's transaction's settings.
+var LocalSQL = localSQL

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,6 +86,12 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 
 // localSQL returns the statement that sets a turn's transaction's
 // settings, "" for none:
+//   - no sequential scans in a turn that claims at a keyed stage (plans):
+//     its claim runs on a generic plan, and one made while the queue is
+//     small (a new database, a dispatcher started on an empty queue) finds
+//     reading the whole table cheapest and keeps that as the backlog grows.
+//     Each of the claim's reads has an index or TID path that costs what
+//     it takes (claimKeyedUpdateSQL);
 //   - generic plans for the settle and the keyed claim, whose plans hold
 //     whatever the statistics say (checkPlans): planned afresh for each
 //     turn's arrays, as the server otherwise chooses at times, each would
@@ -102,17 +109,38 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 //
 // It goes just before the settle, or the claim when there is none, so
 // that the resume before it keeps the plan chosen for its stages.
-func localSQL(generic, async bool) string {
-	switch {
-	case generic && async:
-		return `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('synchronous_commit', 'off', true)`
-	case generic:
-		return `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
-	case async:
-		return `SELECT set_config('synchronous_commit', 'off', true)`
+func localSQL(plans, generic, async bool) string {
+	i := 0
+	if plans {
+		i |= 1
 	}
-	return ""
+	if generic {
+		i |= 2
+	}
+	if async {
+		i |= 4
+	}
+	return localSQLs[i]
 }
+
+// localSQLs holds localSQL's statements, by its arguments as bits.
+var localSQLs = func() (all [8]string) {
+	sets := []string{
+		"set_config('enable_seqscan', 'off', true)",
+		"set_config('plan_cache_mode', 'force_generic_plan', true)",
+		"set_config('synchronous_commit', 'off', true)",
+	}
+	for i := 1; i < len(all); i++ {
+		var on []string
+		for bit, set := range sets {
+			if i&(1<<bit) != 0 {
+				on = append(on, set)
+			}
+		}
+		all[i] = "SELECT " + strings.Join(on, ", ")
+	}
+	return all
+}()
 
 // SetArmed writes set's wake flag on its own.
 func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
@@ -130,7 +158,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps)
 	hasClaim := claimStmt != ""
-	local := localSQL(len(t.Settles) > 0 || claimStmt == claimKeyedSQL, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
+	local := localSQL(claimStmt == claimKeyedSQL, len(t.Settles) > 0 || claimStmt == claimKeyedSQL, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
 	var settle, history []any
 	var foreign []int64
 	if len(t.Settles) > 0 {
