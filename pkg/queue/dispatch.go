@@ -80,18 +80,15 @@ const claimPickSQL = `
 const pausedCap = `CASE WHEN EXISTS (SELECT FROM pepsi.paused_stages x WHERE x.stage = c.stage) THEN 0 ELSE c.cap END`
 
 // claimUpdateSQL is the claim's second half: the picked rows to running,
-// found by their ctids (a TID scan).
-const claimUpdateSQL = claimUpdateHead + ` AND s.status = 'pending'` + claimUpdateTail
-
-// claimKeyedUpdateSQL is claimUpdateSQL for the keyed claim, which runs on
-// a generic plan, made once per connection and often while the queue is
-// small. Its test that a row is still pending compares with an
-// init-plan's value, which no partial index's predicate matches: written
-// as status = 'pending', it let a plan made on a small table read
-// state_pending in full in every claim (1.6 ms at 16 000 pending rows)
-// rather than take the TID scan, the one path left with sequential scans
-// off (localSQL).
-const claimKeyedUpdateSQL = claimUpdateHead + ` AND s.status = (SELECT 'pending')` + claimUpdateTail
+// found by their ctids (a TID scan). The claim runs on a generic plan,
+// made once per connection and often while the queue is small (a new
+// database, a dispatcher started on an empty queue). Its test that a row
+// is still pending compares with an init-plan's value, which no partial
+// index's predicate matches: written as status = 'pending', it let a plan
+// made on a small table read state_pending in full in every claim (1.6 ms
+// at 16 000 pending rows) rather than take the TID scan, the one path
+// left with sequential scans off (localSQL).
+const claimUpdateSQL = claimUpdateHead + ` AND s.status = (SELECT 'pending')` + claimUpdateTail
 
 const claimUpdateHead = `), upd AS (
     UPDATE pepsi.state_live s
@@ -176,7 +173,7 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
         SELECT u.ctid, u.id, u.updated_at FROM (SELECT * FROM walk UNION SELECT * FROM heads) u
          ORDER BY u.priority, u.id
          LIMIT ` + pausedCap + `) p -- paused: 0, and the walk is never run
-` + claimKeyedUpdateSQL
+` + claimUpdateSQL
 
 // Claim moves pending rows to running on q, each stage up to its cap, and
 // appends them to dst (in no defined order). q may be a transaction of the
@@ -194,8 +191,9 @@ func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Cl
 }
 
 // GenericPlans makes the rest of transaction tx run its statements on
-// their generic plans, as the dispatcher runs the settle and the keyed
-// claim (RunTurn): for a caller that times those as the dispatcher does.
+// their generic plans without sequential scans, as the dispatcher runs
+// its claims (RunTurn): for a caller that times a claim as the dispatcher
+// does.
 func GenericPlans(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, localSQL(true, true, false))
 	return err

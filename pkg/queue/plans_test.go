@@ -130,14 +130,35 @@ func checkSettlePlan(t *testing.T, what string, planJSON []byte) {
 	})
 }
 
-// TestKeyedClaimPlannedOnSmallQueue: the keyed claim runs on a generic
-// plan, made once per connection, often while the queue is small (a
-// dispatcher started on an empty queue). When a backlog arrives, the
-// claim must still find the rows it takes by their ctids, not read the
-// pending rows in full: its update once walked all of state_pending in
+// TestClaimPlannedOnSmallQueue: the claim runs on a generic plan, made
+// once per connection, often while the queue is small (a dispatcher
+// started on an empty queue). When a backlog arrives, the claim, keyless
+// or keyed, must still find the rows it takes by their ctids, not read
+// the pending rows in full: its update once walked all of state_pending in
 // every claim (1.6 ms a claim at 16 000 pending, half a hot key's pace).
-func TestKeyedClaimPlannedOnSmallQueue(t *testing.T) {
+func TestClaimPlannedOnSmallQueue(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name, sql, params, args string
+		claimed                 int
+	}{
+		{"keyless", queue.ClaimSQL, "text[], int[]", `('{s1}', '{2}')`, 2},
+		// Every key held but one slot of c3: the claim takes c3's next message.
+		{"keyed", queue.ClaimKeyedSQL, "text[], int[], text[], int[], int[], jsonb[]",
+			`('{}', '{}', '{s1}', '{8}', '{4}', ARRAY['{"c0":4,"c1":4,"c2":4,"c3":3,"c4":4,"c5":4,"c6":4,"c7":4}'::jsonb])`, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkPlannedSmall(t, c.sql, c.params, c.args, c.claimed)
+		})
+	}
+}
+
+// checkPlannedSmall prepares sql with params on a queue of 32 pending
+// messages over 8 keys and runs it with args as the dispatcher does
+// (generic plan, LocalSQL), wanting claimed rows; then, with 16 000 more,
+// explains it and fails unless its update is a TID scan.
+func checkPlannedSmall(t *testing.T, sql, params, args string, claimed int) {
 	db, dsn, ctx := newDB(t)
 	exec(t, db, "INSERT INTO pepsi.flow_keys (stage, header, key_limit) VALUES ('s1', 'customer', 4)")
 	seedKeys := func(n int) {
@@ -173,16 +194,14 @@ INSERT INTO pepsi.state (id, stage, flow_key) SELECT id, 's1', headers ->> 'cust
 		return first
 	}
 	seedKeys(32)
-	if _, err := conn.Exec(ctx, "PREPARE pepsi_kclaim(text[], int[], text[], int[], int[], jsonb[]) AS "+queue.ClaimKeyedSQL); err != nil {
+	if _, err := conn.Exec(ctx, "PREPARE pepsi_claim("+params+") AS "+sql); err != nil {
 		t.Fatal(err)
 	}
-	// Every key held but one slot of c3: the claim takes c3's next message.
-	const args = `('{}', '{}', '{s1}', '{8}', '{4}', ARRAY['{"c0":4,"c1":4,"c2":4,"c3":3,"c4":4,"c5":4,"c6":4,"c7":4}'::jsonb])`
-	if got := run("EXECUTE pepsi_kclaim" + args); len(got) != 2 { // a claimed row twice: picked and updated
-		t.Fatalf("claim on 32 rows returned %d rows, want 2", len(got))
+	if got := run("EXECUTE pepsi_claim" + args); len(got) != 2*claimed { // a claimed row twice: picked and updated
+		t.Fatalf("claim on 32 rows returned %d rows, want %d", len(got), 2*claimed)
 	}
 	seedKeys(16_000)
-	plan := run("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pepsi_kclaim" + args)
+	plan := run("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pepsi_claim" + args)
 	if len(plan) != 1 {
 		t.Fatalf("explain returned %d rows", len(plan))
 	}

@@ -86,18 +86,17 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 
 // localSQL returns the statement that sets a turn's transaction's
 // settings, "" for none:
-//   - no sequential scans in a turn that claims at a keyed stage (plans):
-//     its claim runs on a generic plan, and one made while the queue is
-//     small (a new database, a dispatcher started on an empty queue) finds
-//     reading the whole table cheapest and keeps that as the backlog grows.
-//     Each of the claim's reads has an index or TID path that costs what
-//     it takes (claimKeyedUpdateSQL);
-//   - generic plans for the settle and the keyed claim, whose plans hold
+//   - generic plans for the settle and the claim, whose plans hold
 //     whatever the statistics say (checkPlans): planned afresh for each
 //     turn's arrays, as the server otherwise chooses at times, each would
-//     cost more to plan than to run, at every turn. The keyless claim is
-//     left to the server's choice: its generic plan runs slower than its
-//     custom ones, by more than their planning costs;
+//     cost more to plan than to run, at every turn (the claim's planning
+//     took more of the server's time than its execution);
+//   - no sequential scans in a turn that claims (plans): a generic plan is
+//     made once per connection, often while the queue is small (a new
+//     database, a dispatcher started on an empty queue), where reading a
+//     whole table is cheapest, and it keeps that choice as the backlog
+//     grows. Each of the claim's reads has an index or TID path that costs
+//     what it takes (claimUpdateSQL);
 //   - a turn that settles nothing commits without waiting for its WAL
 //     flush. What it writes (claims, resumes, admissions, the wake flag) is
 //     safe to lose in a server crash, which loses with it everything that
@@ -158,7 +157,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps)
 	hasClaim := claimStmt != ""
-	local := localSQL(claimStmt == claimKeyedSQL, len(t.Settles) > 0 || claimStmt == claimKeyedSQL, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
+	local := localSQL(hasClaim, len(t.Settles) > 0 || hasClaim, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
 	var settle, history []any
 	var foreign []int64
 	if len(t.Settles) > 0 {

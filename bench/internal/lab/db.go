@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -214,18 +213,16 @@ INSERT INTO pepsi.state (id, stage, flow_key) SELECT id, $3, headers ->> 'custom
 // errRollback ends timeClaim's transaction.
 var errRollback = errors.New("rolled back")
 
-// timeClaim runs the dispatcher's claim for caps (a keyed one on its
-// generic plan, as the dispatcher runs it) in a transaction that it rolls
+// timeClaim runs the dispatcher's claim for caps (on its generic plan, as
+// the dispatcher runs it) in a transaction that it rolls
 // back, so that the pending set stays as it was, and returns how
 // many rows the claim took and how long it ran.
 func (b *bench) timeClaim(ctx context.Context, caps []queue.StageCap) (int, time.Duration, error) {
 	var n int
 	var took time.Duration
 	err := pgx.BeginFunc(ctx, b.sql, func(tx pgx.Tx) error {
-		if slices.ContainsFunc(caps, func(c queue.StageCap) bool { return c.KeyLimit > 0 }) {
-			if err := queue.GenericPlans(ctx, tx); err != nil {
-				return err
-			}
+		if err := queue.GenericPlans(ctx, tx); err != nil {
+			return err
 		}
 		start := time.Now()
 		got, err := queue.Claim(ctx, tx, caps, nil)
