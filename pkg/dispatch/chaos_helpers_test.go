@@ -83,6 +83,7 @@ type faults struct {
 	b        *bundle
 	inflight map[int64]bool
 	kinds    map[string]int
+	marked   int64 // the server's clock at the last mark, in µs since the epoch
 }
 
 // newFaults starts the record of b's faults; the dispatcher's log is shown
@@ -101,17 +102,20 @@ func (f *faults) mark(kind string) {
 	f.b.t.Helper()
 	f.kinds[kind]++
 	f.b.t.Logf("%s: %s", time.Now().Format("15:04:05.000"), kind)
+	f.marked = f.b.int64("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
 	for _, id := range f.b.ids("SELECT id FROM pepsi.state WHERE status = 'running'") {
 		f.inflight[id] = true
 	}
 }
 
-// after adds the messages running just after a fault to those in flight
-// at it: one handed to a worker between mark's read and the fault (a
-// claim lands in between) is as much at the fault's mercy.
+// after adds the messages running just after a fault, or changed since
+// its mark, to those in flight at it: one handed to a worker between
+// mark's read and the fault (a claim lands in between) is as much at the
+// fault's mercy, and the fault's own settle (a killed worker's messages
+// failed or retried) may land before this read.
 func (f *faults) after() {
 	f.b.t.Helper()
-	for _, id := range f.b.ids("SELECT id FROM pepsi.state WHERE status = 'running'") {
+	for _, id := range f.b.ids("SELECT id FROM pepsi.state WHERE status = 'running' OR updated_at >= to_timestamp($1 / 1e6)", f.marked) {
 		f.inflight[id] = true
 	}
 }
