@@ -10,7 +10,7 @@ import (
 // STAGE=SECONDS, pepsi enqueue --stage, the stage flags of pepsi queue and
 // pkg/worker's outcomes, so that every configured stage can be named on a
 // status line. The SQL functions (pepsi.enqueue, pepsi.advance) apply the
-// same rule in pepsi.check_stage (sql/013_hostile_input.sql).
+// same rule in pepsi.stage_ok (sql/functions/10_check_stage.sql).
 
 // maxStage is the longest stage name, in bytes.
 const maxStage = 63

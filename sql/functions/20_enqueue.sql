@@ -64,7 +64,9 @@ BEGIN
                                                      pepsi.run_at('pepsi.enqueue', p_run_at, p_delay)) k;
         RETURN v_id;
     END IF;
-    PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
+    IF pepsi.stage_ok(p_stage) IS NOT TRUE THEN
+        PERFORM pepsi.check_stage('pepsi.enqueue', p_stage);
+    END IF;
     INSERT INTO pepsi.ingress (stage, priority, headers, payload)
     VALUES (p_stage, coalesce(p_priority, 0), coalesce(p_headers, '{}'), coalesce(p_payload, ''))
     RETURNING id INTO v_id;
