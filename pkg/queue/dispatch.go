@@ -80,14 +80,12 @@ const claimPickSQL = `
 const pausedCap = `CASE WHEN EXISTS (SELECT FROM pepsi.paused_stages x WHERE x.stage = c.stage) THEN 0 ELSE c.cap END`
 
 // claimUpdateSQL is the claim's second half: the picked rows to running,
-// found by their ctids (a TID scan). The claim runs on a generic plan,
-// made once per connection and often while the queue is small (a new
-// database, a dispatcher started on an empty queue). Its test that a row
-// is still pending compares with an init-plan's value, which no partial
-// index's predicate matches: written as status = 'pending', it let a plan
-// made on a small table read state_pending in full in every claim (1.6 ms
-// at 16 000 pending rows) rather than take the TID scan, the one path
-// left with sequential scans off (localSQL).
+// found by their ctids. The claim runs on a generic plan, often made while
+// the queue is small, where reading a whole table looks cheapest; its test
+// that a row is still pending compares with an init-plan's value, which no
+// partial index's predicate matches, so that with sequential scans off
+// (localSQL) the TID scan is the one path left, whatever the table's size
+// when the plan was made.
 const claimUpdateSQL = claimUpdateHead + ` AND s.status = (SELECT 'pending')` + claimUpdateTail
 
 const claimUpdateHead = `), upd AS (

@@ -89,8 +89,7 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 //   - generic plans for the settle and the claim, whose plans hold
 //     whatever the statistics say (checkPlans): planned afresh for each
 //     turn's arrays, as the server otherwise chooses at times, each would
-//     cost more to plan than to run, at every turn (the claim's planning
-//     took more of the server's time than its execution);
+//     cost more to plan than to run, at every turn;
 //   - no sequential scans in a turn that claims (plans): a generic plan is
 //     made once per connection, often while the queue is small (a new
 //     database, a dispatcher started on an empty queue), where reading a

@@ -3,8 +3,7 @@
 -- a message at a stage no section can name could never be claimed. An
 -- SQL function, inlined where it is called, so that the producers' and
 -- stages' hot paths (pepsi.enqueue(), pepsi.advance()) test it as a
--- PL/pgSQL expression, not a query (a PERFORM of pepsi.check_stage() on
--- every call cost a third of pepsi.enqueue()'s time), and call
+-- PL/pgSQL expression rather than run a query on every call, and call
 -- pepsi.check_stage() only for a name it refuses, for the error.
 CREATE OR REPLACE FUNCTION pepsi.stage_ok(p_stage text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$ SELECT octet_length(p_stage) BETWEEN 1 AND 63 AND p_stage ~ '^[A-Za-z0-9_.-]+$' $$;
