@@ -159,3 +159,8 @@ func CheckPassedOnce(t testing.TB, db *pgtest.DB, mayRepeat map[int64]bool) bool
 	t.Errorf("stage passes made twice, %s: %s", what, strings.Join(bad[:min(len(bad), 20)], "; "))
 	return false
 }
+
+// FenceLock is the condition on pg_locks (as l) that picks the stages'
+// fence locks, which pepsi.fence() takes for a dispatcher's transaction
+// (sql/functions/20_fence.sql).
+const FenceLock = "l.locktype = 'advisory' AND l.classid = 1885696102::oid AND l.objsubid = 2"

@@ -282,7 +282,7 @@ func TestDispatchStageSetFrozen(t *testing.T) {
 	}, sessionsOf{f, mine})
 	testkit.Wait(t, "the frozen dispatcher's fence locks given up", time.Minute, func() bool {
 		return f.Int64(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE a.application_name LIKE $1 AND l.locktype = 'advisory' AND l.classid = 1885696102::oid AND l.objsubid = 2`, mine) == 0
+			WHERE a.application_name LIKE $1 AND `+testkit.FenceLock, mine) == 0
 	}, sessionsOf{f, mine})
 	var frozenAt time.Time
 	if err := f.DB.Pool.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&frozenAt); err != nil {

@@ -106,7 +106,7 @@ func TestFenceIdle(t *testing.T) {
 	}
 	pid := conn.PgConn().PID()
 	tx := fenced()
-	fenceLocks := `SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND classid = 1885696102::oid AND objsubid = 2`
+	fenceLocks := "SELECT count(*) FROM pg_locks l WHERE l.pid = $1 AND " + testkit.FenceLock
 	if n := count(t, db, fenceLocks, pid); n != 1 {
 		t.Fatalf("%d fence locks held in the open transaction, want 1", n)
 	}

@@ -115,7 +115,6 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	lines := make(chan input)
 	go readIDs(opts.In, lines, stop)
 
-	out := &answers{w: opts.Out}
 	defer r.dropNext()
 	var buf []byte
 	// early is the next input, taken from lines while the last message
@@ -175,35 +174,17 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 		if ctx.Err() != nil && err != nil {
 			return ctx.Err()
 		}
+		// Each answer is written as its pass ends, even with more ids
+		// waiting: it frees the worker's slot for the dispatcher's next
+		// claim, which an answer held back to share a write would delay.
 		buf = protocol.Append(buf[:0], st)
-		if werr := out.write(buf); werr != nil {
-			return werr
+		if _, werr := opts.Out.Write(buf); werr != nil {
+			return fmt.Errorf("writing status lines: %w", werr)
 		}
 		if err != nil {
 			return err
 		}
 	}
-}
-
-// answers is the status-line writer. Each answer is written as soon as
-// its pass has ended, in a write of its own, even with more ids waiting:
-// the dispatcher frees the worker's slot, settles and claims the next ids
-// on it, so an answer held back to share a write with the next ones costs
-// the pipeline more than the write it saves.
-type answers struct {
-	w   io.Writer
-	err error // the first write error; sticky
-}
-
-// write writes one status line.
-func (a *answers) write(line []byte) error {
-	if a.err != nil {
-		return a.err
-	}
-	if _, err := a.w.Write(line); err != nil {
-		a.err = fmt.Errorf("writing status lines: %w", err)
-	}
-	return a.err
 }
 
 // connConfig parses the DSN of a worker's one connection. auto says that
