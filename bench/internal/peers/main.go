@@ -37,7 +37,7 @@ import (
 
 // The issue's targets.
 const (
-	targetRatio  = 1.5    // pepsi one stage ÷ River, jobs (passes) per second
+	targetRatio  = 2.0    // pepsi one stage ÷ River, jobs (passes) per second (issue 34)
 	targetPasses = 30_000 // pepsi, three stages, stage passes per second
 )
 
