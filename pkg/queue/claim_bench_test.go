@@ -189,11 +189,12 @@ func BenchmarkClaim(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				t0 := time.Now()
-				// The settings of a turn that claims (plans, generic, async).
+				// The settings of a turn that claims (plans, generic,
+				// async), which a turn sends in the claim's round trip.
 				if _, err := tx.Exec(ctx, queue.LocalSQL(true, true, true)); err != nil {
 					b.Fatal(err)
 				}
+				t0 := time.Now()
 				rows, err := tx.Query(ctx, queue.ClaimSQL, benchStages, benchCaps)
 				if err != nil {
 					b.Fatal(err)
