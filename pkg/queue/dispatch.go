@@ -86,14 +86,10 @@ const pausedCap = `CASE WHEN EXISTS (SELECT FROM pepsi.paused_stages x WHERE x.s
 // partial index's predicate matches, so that with sequential scans off
 // (localSQL) the TID scan is the one path left, whatever the table's size
 // when the plan was made.
-const claimUpdateSQL = claimUpdateHead + ` AND s.status = (SELECT 'pending')` + claimUpdateTail
-
-const claimUpdateHead = `), upd AS (
+const claimUpdateSQL = `), upd AS (
     UPDATE pepsi.state_live s
        SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage
-     WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked))`
-
-const claimUpdateTail = `
+     WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = (SELECT 'pending')
     RETURNING s.id, s.stage, s.priority, s.flow_key
 )
 SELECT id, '', 0, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked

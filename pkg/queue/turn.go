@@ -90,7 +90,7 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 //     whatever the statistics say (checkPlans): planned afresh for each
 //     turn's arrays, as the server otherwise chooses at times, each would
 //     cost more to plan than to run, at every turn;
-//   - no sequential scans in a turn that claims (plans): a generic plan is
+//   - no sequential scans in a turn that claims (noSeqScan): a generic plan is
 //     made once per connection, often while the queue is small (a new
 //     database, a dispatcher started on an empty queue), where reading a
 //     whole table is cheapest, and it keeps that choice as the backlog
@@ -107,9 +107,9 @@ const snapshotSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(
 //
 // It goes just before the settle, or the claim when there is none, so
 // that the resume before it keeps the plan chosen for its stages.
-func localSQL(plans, generic, async bool) string {
+func localSQL(noSeqScan, generic, async bool) string {
 	i := 0
-	if plans {
+	if noSeqScan {
 		i |= 1
 	}
 	if generic {
