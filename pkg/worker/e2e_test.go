@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(statusLineStage) != "" {
 		worker.MainOnStatusLine(onStatusLine) // run as a stage program
 	}
+	if os.Getenv(oneTripStage) != "" {
+		worker.MainOneTrip(oneTripDispatched) // run as a stage program
+	}
 	testkit.Main(m)
 }
 

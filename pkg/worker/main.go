@@ -29,6 +29,10 @@ func Main(fn Func) { os.Exit(run(fn, InTransaction)) }
 // the status line for the dispatcher to apply (see OnStatusLine).
 func MainOnStatusLine(fn Func) { os.Exit(run(fn, OnStatusLine)) }
 
+// MainOneTrip is Main for a stage whose work is statements queued with
+// Message.Queue: each pass goes out in one round trip (see OneTrip).
+func MainOneTrip(fn Func) { os.Exit(run(fn, OneTrip)) }
+
 func run(fn Func, mode Mode) int {
 	OneProcessor()
 	name := filepath.Base(os.Args[0])

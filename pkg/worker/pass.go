@@ -33,27 +33,15 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.call(ctx, m)
+	out, err := r.decide(ctx, m)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkFused(m.fused); err != nil {
-		return nil, err
-	}
-	if err := out.check(m); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // told to stop: roll back rather than commit now
 	}
 	if r.conn.PgConn().TxStatus() != 'T' {
 		return nil, errors.New("the stage function ended the pass's transaction (m.Tx is committed with the move)")
 	}
 	sql, args := out.statement(m)
-	commit := r.txo.CommitQuery
-	if commit == "" {
-		commit = "commit"
-	}
+	commit := r.commitSQL()
 	b := &pgx.Batch{}
 	nextID, chain := peek()
 	if chain {
@@ -99,6 +87,31 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 		return nil, err
 	}
 	return m.fused, nil
+}
+
+// decide runs the stage function for m and checks what it returns. An
+// error is the pass's: nothing is to be committed, as also when ctx is
+// done (told to stop: the pass is rolled back rather than committed now).
+func (r *runner) decide(ctx context.Context, m *Message) (Move, error) {
+	out, err := r.call(ctx, m)
+	if err != nil {
+		return Move{}, err
+	}
+	if err := checkFused(m.fused); err != nil {
+		return Move{}, err
+	}
+	if err := out.check(m); err != nil {
+		return Move{}, err
+	}
+	return out, ctx.Err()
+}
+
+// commitSQL is the statement that commits a pass.
+func (r *runner) commitSQL() string {
+	if r.txo.CommitQuery != "" {
+		return r.txo.CommitQuery
+	}
+	return "commit"
 }
 
 // begin opens message id's transaction and reads it, or takes the one the

@@ -35,8 +35,8 @@ type Options struct {
 	// TxOptions are the options of every message's transaction (isolation
 	// level and so on); the zero value is the server's default.
 	TxOptions pgx.TxOptions
-	// Mode says how moves reach the queue: InTransaction (the default)
-	// or OnStatusLine.
+	// Mode says how moves reach the queue: InTransaction (the default),
+	// OnStatusLine or OneTrip.
 	Mode Mode
 	// Stage is the stage this program serves (Main takes $PEPSI_STAGE).
 	// In OnStatusLine mode it is Message.Stage before Load, and an
@@ -62,6 +62,16 @@ const (
 	// itself (pepsi.fail, one statement): failures are rare and keep
 	// their meaning. The connection is made when first needed.
 	OnStatusLine
+	// OneTrip serves each message in one round trip: the function runs
+	// before anything is sent, knowing only the message's id and stage
+	// (Message.Load reads the rest, in a query of its own), with
+	// Message.Tx nil; it does its work with Message.Queue. BEGIN, the
+	// queued statements, the move and COMMIT then go out together. No
+	// read locks the queue row first: the move's UPDATE locks it, and
+	// fails the pass, rolled back whole, if the message is no longer
+	// running. It is for stages whose work is statements that need no
+	// answer.
+	OneTrip
 )
 
 // maxIDLine bounds an input line; an id has at most 20 characters.
@@ -374,9 +384,15 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, boo
 	for pass := 1; ; pass++ {
 		var st protocol.Status
 		var err error
-		if r.mode == OnStatusLine {
+		switch r.mode {
+		case OnStatusLine:
 			st, err = r.answerPass(ctx, id)
-		} else {
+		case OneTrip:
+			var m *Message
+			if m, err = r.oneTripPass(ctx, id); m != nil {
+				st.Fused = m.fused
+			}
+		default:
 			st.Fused, err = r.pass(ctx, id, peek)
 		}
 		if err == nil {

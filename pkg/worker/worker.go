@@ -55,6 +55,14 @@
 // needs them. worker.Fail is still carried out by the stage itself
 // (pepsi.fail), so that a dead letter keeps its reason.
 //
+// A stage whose work is statements that need no answer can have each
+// pass in one round trip: with MainOneTrip (Options.Mode = OneTrip) the
+// function runs first, with m.Tx nil and only m.ID and m.Stage known, and
+// queues its statements with m.Queue; BEGIN, those statements, the move
+// and COMMIT then go out in one batch. The queue row is not read and
+// locked first: the move locks it, and refuses a message that is no
+// longer running, which rolls the work back with it.
+//
 // Behind a connection pooler in transaction mode (PgBouncer's pool_mode =
 // transaction, with fewer server connections than workers) a stage works
 // as it does on a direct connection: each message's pass is one
@@ -101,7 +109,7 @@ type Message struct {
 	// Tx is the transaction that holds the message's queue row. Do the
 	// stage's work in it: it commits together with the move. Do not
 	// commit or roll it back yourself: a pass whose function did fails,
-	// and its move is not made. Nil in OnStatusLine mode.
+	// and its move is not made. Nil in OnStatusLine and OneTrip modes.
 	Tx pgx.Tx
 
 	fused  []protocol.Fused
@@ -226,7 +234,7 @@ func (m *Message) Fused(stage string, d time.Duration) {
 // does not need: it runs after the stage function returns, in the order
 // queued, and goes out with the move and COMMIT in one round trip, where
 // m.Tx.Exec would cost one of its own. An error in it fails the pass,
-// rolled back whole. Only in the default mode (InTransaction); in
+// rolled back whole. In OneTrip mode it is how the stage does its work; in
 // OnStatusLine mode a queued statement makes the pass fail.
 func (m *Message) Queue(sql string, args ...any) {
 	m.queued = append(m.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})

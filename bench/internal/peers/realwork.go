@@ -57,7 +57,7 @@ type workOptions struct {
 // pepsiWork is one pepsi configuration of the real work.
 type pepsiWork struct {
 	label       string
-	kind        string // worker, plain, plain-onetrip, python or python-onetrip
+	kind        string // worker, worker-onetrip, plain, plain-onetrip, python or python-onetrip
 	parallelism int
 	queueLimit  int
 	maxMessages int

@@ -25,7 +25,10 @@ var (
 	workDefaults = pepsiWork{kind: "worker", label: "pepsi, pkg/worker stage, defaults (PARALLELISM 4, QUEUE_LIMIT 4, MAX_MESSAGES 1000)", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	workTuned    = pepsiWork{kind: "worker", label: "pepsi, pkg/worker stage, tuned (PARALLELISM 4, QUEUE_LIMIT 32, MAX_MESSAGES 1 000 000)", parallelism: 4, queueLimit: 32, maxMessages: 1_000_000}
 	workPlain    = pepsiWork{kind: "plain", label: "pepsi, plain pgx stage, one statement per round trip, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
-	workPython   = pepsiWork{kind: "python", label: "pepsi, Python (psycopg2) stage like contrib/python/stage.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	// The pkg/worker stage in one round trip a pass (worker.OneTrip).
+	workOneTrip      = pepsiWork{kind: "worker-onetrip", label: "pepsi, pkg/worker stage, one round trip (worker.OneTrip), defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	workOneTripTuned = pepsiWork{kind: "worker-onetrip", label: "pepsi, pkg/worker stage, one round trip (worker.OneTrip), tuned", parallelism: 4, queueLimit: 32, maxMessages: 1_000_000}
+	workPython       = pepsiWork{kind: "python", label: "pepsi, Python (psycopg2) stage like contrib/python/stage.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	// The same two in one round trip a pass (pepsi-worker(7) EXAMPLES).
 	workPlain1  = pepsiWork{kind: "plain-onetrip", label: "pepsi, plain pgx stage, one round trip (pgx.Batch of the two statements), defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	workPython1 = pepsiWork{kind: "python-onetrip", label: "pepsi, Python (psycopg2) stage, one round trip like contrib/python/onetrip.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
@@ -34,7 +37,7 @@ var (
 var pgbenchClients = []int{6, 12}
 
 // workSystems are the real-work step's systems, for --work-systems.
-var workSystems = []string{"river", "default", "tuned", "plain", "plain-onetrip", "python", "python-onetrip", "pgbench"}
+var workSystems = []string{"river", "default", "tuned", "onetrip", "onetrip-tuned", "plain", "plain-onetrip", "python", "python-onetrip", "pgbench"}
 
 func (o workOptions) want(sys string) bool {
 	return o.Systems == nil || slices.Contains(o.Systems, sys)
@@ -44,7 +47,7 @@ func (o workOptions) want(sys string) bool {
 type workRun struct {
 	dir, self, python                string
 	river, def, tuned, plain, plain1 *series
-	py, py1                          *series
+	one, oneTuned, py, py1           *series
 	pg                               []*series
 }
 
@@ -58,13 +61,15 @@ func newWorkRun(o options) (*workRun, error) {
 		return nil, err
 	}
 	w := &workRun{dir: dir, self: self, python: findPython(o.work.Python),
-		river:  &series{name: fmt.Sprintf("River %s as a library, 3 chained job kinds (UPDATE, InsertTx, JobCompleteTx in one tx), MaxWorkers %d, pool %d", riverVersion, o.work.RiverWorkers, o.work.RiverMaxConns), unit: "passes/s"},
-		def:    &series{name: workDefaults.label, unit: "passes/s"},
-		tuned:  &series{name: workTuned.label, unit: "passes/s"},
-		plain:  &series{name: workPlain.label, unit: "passes/s"},
-		py:     &series{name: workPython.label, unit: "passes/s"},
-		plain1: &series{name: workPlain1.label, unit: "passes/s"},
-		py1:    &series{name: workPython1.label, unit: "passes/s"},
+		river:    &series{name: fmt.Sprintf("River %s as a library, 3 chained job kinds (UPDATE, InsertTx, JobCompleteTx in one tx), MaxWorkers %d, pool %d", riverVersion, o.work.RiverWorkers, o.work.RiverMaxConns), unit: "passes/s"},
+		def:      &series{name: workDefaults.label, unit: "passes/s"},
+		tuned:    &series{name: workTuned.label, unit: "passes/s"},
+		one:      &series{name: workOneTrip.label, unit: "passes/s"},
+		oneTuned: &series{name: workOneTripTuned.label, unit: "passes/s"},
+		plain:    &series{name: workPlain.label, unit: "passes/s"},
+		py:       &series{name: workPython.label, unit: "passes/s"},
+		plain1:   &series{name: workPlain1.label, unit: "passes/s"},
+		py1:      &series{name: workPython1.label, unit: "passes/s"},
 	}
 	for _, c := range pgbenchClients {
 		w.pg = append(w.pg, &series{name: fmt.Sprintf("pgbench, same transaction shape, %d clients (the ceiling)", c), unit: "tx/s"})
@@ -87,7 +92,8 @@ func (w *workRun) run(ctx context.Context, i int, exe string, o options, progres
 		sys string
 		cfg pepsiWork
 		s   *series
-	}{{"default", workDefaults, w.def}, {"tuned", workTuned, w.tuned}, {"plain", workPlain, w.plain},
+	}{{"default", workDefaults, w.def}, {"tuned", workTuned, w.tuned},
+		{"onetrip", workOneTrip, w.one}, {"onetrip-tuned", workOneTripTuned, w.oneTuned}, {"plain", workPlain, w.plain},
 		{"plain-onetrip", workPlain1, w.plain1}, {"python", workPython, w.py}, {"python-onetrip", workPython1, w.py1}} {
 		if !o.work.want(c.sys) {
 			continue
@@ -145,7 +151,7 @@ func (w *workRun) report(out io.Writer, o options) {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tPASSES/S (MEDIAN)\t÷ RIVER\t÷ CEILING\tRUNS")
-	for _, s := range append([]*series{w.river, w.def, w.tuned, w.plain, w.plain1, w.py, w.py1}, w.pg...) {
+	for _, s := range append([]*series{w.river, w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1}, w.pg...) {
 		if len(s.values) == 0 {
 			continue
 		}
@@ -167,6 +173,12 @@ func (w *workRun) report(out io.Writer, o options) {
 	target("pkg/worker stage, defaults ÷ River", def, riv, targetWorkRiver)
 	target("pkg/worker stage, defaults ÷ pgbench ceiling", def, ceil, targetWorkCeiling)
 	target("pkg/worker stage, defaults ÷ QUEUE_LIMIT 32", def, w.tuned.median(), targetWorkTuned)
+	if len(w.one.values) > 0 {
+		one := w.one.median()
+		target("pkg/worker OneTrip stage, defaults ÷ River", one, riv, targetWorkRiver)
+		target("pkg/worker OneTrip stage, defaults ÷ pgbench ceiling", one, ceil, targetWorkCeiling)
+		target("pkg/worker OneTrip stage, defaults ÷ its QUEUE_LIMIT 32", one, w.oneTuned.median(), targetWorkTuned)
+	}
 	target("plain pgx one-statement stage ÷ River", w.plain.median(), riv, targetWorkPlain)
 	if len(w.py.values) > 0 {
 		target("Python one-statement stage ÷ River", w.py.median(), riv, targetWorkPlain)

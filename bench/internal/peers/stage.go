@@ -30,7 +30,7 @@ const (
 
 func acctID(id int64) int64 { return id%acctRows + 1 }
 
-// stageMain is `peers stage --kind worker|plain|plain-onetrip [--next STAGE] [-c FILE]`,
+// stageMain is `peers stage --kind worker|worker-onetrip|plain|plain-onetrip [--next STAGE] [-c FILE]`,
 // the stage program of the real-work pipelines (PROGRAM in the pepsi.conf
 // that bench/peers writes); the dispatcher sets PEPSI_DSN and PEPSI_STAGE
 // and appends -c FILE.
@@ -38,6 +38,9 @@ func acctID(id int64) int64 { return id%acctRows + 1 }
 //	--kind worker: a pkg/worker stage as README shows it: m.Queue for the
 //	  UPDATE (it goes out with the move and COMMIT), worker.Advance or
 //	  worker.Finish.
+//	--kind worker-onetrip: the same function in worker.OneTrip mode
+//	  (worker.MainOneTrip): BEGIN, the UPDATE, the move and COMMIT in one
+//	  batch, with no read of the message first.
 //	--kind plain: what a user writes in any language with a plain driver:
 //	  BEGIN, the UPDATE, SELECT pepsi.advance($1, $2) (or pepsi.finish($1)),
 //	  COMMIT, each its own round trip, no pipelining.
@@ -47,7 +50,7 @@ func acctID(id int64) int64 { return id%acctRows + 1 }
 //	  driver that binds parameters on the server to do.
 func stageMain(args []string) int {
 	fs := flag.NewFlagSet("stage", flag.ContinueOnError)
-	kind := fs.String("kind", "worker", "worker, plain or plain-onetrip")
+	kind := fs.String("kind", "worker", "worker, worker-onetrip, plain or plain-onetrip")
 	next := fs.String("next", "", "the stage to advance to; none: finish")
 	fs.String("c", "", "the dispatcher's configuration (unused)")
 	if err := fs.Parse(args); err != nil {
@@ -62,9 +65,13 @@ func stageMain(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	switch *kind {
-	case "worker":
+	case "worker", "worker-onetrip":
 		// What worker.Main, the README's stage, does before Run.
 		worker.OneProcessor()
+		mode := worker.InTransaction
+		if *kind == "worker-onetrip" {
+			mode = worker.OneTrip // worker.MainOneTrip
+		}
 		out := worker.Finish()
 		if *next != "" {
 			out = worker.Advance(*next)
@@ -72,7 +79,7 @@ func stageMain(args []string) int {
 		err := worker.Run(ctx, func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 			m.Queue(acctSQL, acctID(m.ID))
 			return out, nil
-		}, worker.Options{DSN: dsn, AppName: "peers stage " + stage, In: os.Stdin, Out: os.Stdout, Log: log, Stage: stage})
+		}, worker.Options{DSN: dsn, AppName: "peers stage " + stage, In: os.Stdin, Out: os.Stdout, Log: log, Stage: stage, Mode: mode})
 		if err != nil && ctx.Err() == nil {
 			log.Error("stage", "err", err)
 			return 1
@@ -81,7 +88,7 @@ func stageMain(args []string) int {
 	case "plain", "plain-onetrip":
 		return plainStage(ctx, dsn, stage, *next, *kind == "plain-onetrip", os.Stdin, os.Stdout, log)
 	}
-	log.Error("stage: --kind must be worker, plain or plain-onetrip")
+	log.Error("stage: --kind must be worker, worker-onetrip, plain or plain-onetrip")
 	return 2
 }
 
