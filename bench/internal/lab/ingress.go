@@ -154,6 +154,8 @@ func (s ingressSide) tps() string {
 // enqueue into a stage it does not own (the producers' own cost, with the
 // dispatcher's wake rule at work), the consumed runs into its stage, whose
 // workers take the messages meanwhile (the same two cores do both).
+// Before, on a new database, and after, once the dispatcher has stopped,
+// the two transactions alternate with no dispatcher running.
 func (b *bench) ingress(ctx context.Context) error {
 	st, err := b.settings(ctx)
 	if err != nil {
@@ -316,6 +318,10 @@ func (b *bench) ingress(ctx context.Context) error {
 	if _, err := d.stop(); err != nil {
 		return fmt.Errorf("ingress: %w", err)
 	}
+	after, err := b.ingressAfter(ctx, pgbench, secs)
+	if err != nil {
+		return err
+	}
 
 	rep := b.report
 	median := ""
@@ -340,7 +346,8 @@ func (b *bench) ingress(ctx context.Context) error {
 			rep.add(f)
 		}
 	}
-	b.reportFresh(fresh, median)
+	b.reportIdle(fresh, "new", "a new database (no dispatcher ever ran)", median)
+	b.reportIdle(after, "after", "after a dispatcher ran (none runs now)", median)
 	rep.note("SQL ingress: pgbench -c N -j %d -T %d -n on the bench database, each transaction "+
 		"BEGIN; INSERT INTO bench.app (account, amount) VALUES (random, random); then either "+
 		"SELECT pepsi.enqueue('%s', 'payload') or, plain, INSERT INTO bench.outbox (stage, headers, payload) VALUES ('%s', '{}', 'payload') "+

@@ -41,7 +41,27 @@ func (b *bench) ingressFresh(ctx context.Context, pgbench string, secs int) (map
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA bench;"+ingressSchema); err != nil {
 		return nil, fmt.Errorf("ingress: its tables: %w", err)
 	}
-	scripts := [2]string{b.path("fresh-plain.sql"), b.path("fresh-pepsi.sql")}
+	return b.ingressIdle(ctx, conn, dsn, pgbench, secs, "new database", "fresh")
+}
+
+// ingressAfter measures pepsi.enqueue() against the plain INSERT on the
+// bench's database once its dispatcher has stopped: a database where
+// dispatchers have run, and none runs now.
+func (b *bench) ingressAfter(ctx context.Context, pgbench string, secs int) (map[int][2]ingressSide, error) {
+	conn, err := pgx.Connect(ctx, b.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	return b.ingressIdle(ctx, conn, b.dsn, pgbench, secs, "after a dispatcher ran", "after")
+}
+
+// ingressIdle runs the plain and the pepsi.enqueue() transaction
+// alternately on database dsn (conn), where no dispatcher runs, so that
+// the messages wait in pepsi.ingress, and checks that the wake flag read
+// as not armed: the producers did not notify.
+func (b *bench) ingressIdle(ctx context.Context, conn *pgx.Conn, dsn, pgbench string, secs int, what, file string) (map[int][2]ingressSide, error) {
+	scripts := [2]string{b.path(file + "-plain.sql"), b.path(file + "-pepsi.sql")}
 	for i, path := range scripts {
 		if err := os.WriteFile(path, []byte(ingressScript(ingressHeld, i == 1)), 0o644); err != nil {
 			return nil, err
@@ -55,7 +75,7 @@ func (b *bench) ingressFresh(ctx context.Context, pgbench string, secs int) (map
 				if _, err := conn.Exec(ctx, "TRUNCATE bench.app, bench.outbox, pepsi.ingress; CHECKPOINT"); err != nil {
 					return nil, fmt.Errorf("ingress: %w", err)
 				}
-				b.progress("ingress, new database, %d clients: %s, run %d of %d, pgbench -T %d", clients,
+				b.progress("ingress, %s, %d clients: %s, run %d of %d, pgbench -T %d", what, clients,
 					[2]string{"plain INSERT", "pepsi.enqueue()"}[k], i+1, b.o.IngressRuns, secs)
 				tps, err := runPgbench(ctx, pgbench, dsn, clients, secs, script)
 				if err != nil {
@@ -71,7 +91,10 @@ func (b *bench) ingressFresh(ctx context.Context, pgbench string, secs int) (map
 		return nil, err
 	}
 	if armed {
-		return nil, errors.New("ingress: a new database reads its wake flag as armed")
+		return nil, fmt.Errorf("ingress, %s: the wake flag reads as armed", what)
+	}
+	if _, err := conn.Exec(ctx, "TRUNCATE bench.app, bench.outbox, pepsi.ingress"); err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	return out, nil
 }
@@ -100,19 +123,20 @@ func runPgbench(ctx context.Context, pgbench, dsn string, clients, secs int, scr
 	return tps, nil
 }
 
-// reportFresh adds the new database's figures to the report.
-func (b *bench) reportFresh(fresh map[int][2]ingressSide, median string) {
+// reportIdle adds the figures of ingressFresh (key "new") or ingressAfter
+// (key "after") to the report.
+func (b *bench) reportIdle(sides map[int][2]ingressSide, key, what, median string) {
 	for _, clients := range ingressClients {
-		plain, pepsi := fresh[clients][0].median(), fresh[clients][1].median()
-		f := Figure{Key: fmt.Sprintf("ingress.%d.new", clients),
-			Name:  fmt.Sprintf("SQL ingress, %d clients, a new database (no dispatcher ever ran): pepsi.enqueue() transaction%s", clients, median),
+		plain, pepsi := sides[clients][0].median(), sides[clients][1].median()
+		f := Figure{Key: fmt.Sprintf("ingress.%d.%s", clients, key),
+			Name:  fmt.Sprintf("SQL ingress, %d clients, %s: pepsi.enqueue() transaction%s", clients, what, median),
 			Value: pepsi.tps, Unit: "tx/s", Ceiling: plain.tps, Of: "same transaction with a plain INSERT, same run",
 			Target: "≥ 0.90"}
 		if plain.tps > 0 {
 			f.Met = atLeast(pepsi.tps/plain.tps, targetIngressRatio)
 		}
 		b.report.add(f)
-		b.report.note("SQL ingress, %d clients, a new database: tx/s by run, plain %s; pepsi.enqueue() %s",
-			clients, fresh[clients][0].tps(), fresh[clients][1].tps())
+		b.report.note("SQL ingress, %d clients, %s: tx/s by run, plain %s; pepsi.enqueue() %s",
+			clients, what, sides[clients][0].tps(), sides[clients][1].tps())
 	}
 }
