@@ -39,8 +39,8 @@ type Options struct {
 	// OnStatusLine or OneTrip.
 	Mode Mode
 	// Stage is the stage this program serves (Main takes $PEPSI_STAGE).
-	// In OnStatusLine mode it is Message.Stage before Load, and an
-	// Advance to it is refused; "" leaves both unknown.
+	// In OnStatusLine and OneTrip modes it is Message.Stage before Load,
+	// and an Advance to it is refused; "" leaves both unknown.
 	Stage string
 }
 

@@ -182,10 +182,10 @@ func (m *Message) scan(row pgx.Row) error {
 }
 
 // Load reads the message's stage, attempts, creation time, headers and
-// payload, in OnStatusLine mode, where only ID and Stage are known up front
-// (one query, no transaction, no lock); an error says the message is not
-// running or the database failed, and is best returned as the pass's
-// error. In the default mode everything is read before the stage function
+// payload in OnStatusLine and OneTrip modes, where only ID and Stage are
+// known up front (one query, outside the pass's transaction, no lock); an
+// error says the message is not running or the database failed, and is
+// best returned as the pass's error. In the default mode everything is read before the stage function
 // runs and Load does nothing.
 func (m *Message) Load(ctx context.Context) error {
 	if m.loaded {
