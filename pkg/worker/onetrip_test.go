@@ -53,13 +53,10 @@ func TestRunOneTrip(t *testing.T) {
 		}
 		return worker.Advance("b"), nil
 	}
-	var in strings.Builder
-	for _, id := range ids {
-		in.WriteString(itoa(id) + "\n")
-	}
+	in := idLines(ids)
 	conn, trips := f.traced()
 	var out bytes.Buffer
-	opts := f.opts(strings.NewReader(in.String()), &out)
+	opts := f.opts(strings.NewReader(in), &out)
 	opts.Conn, opts.Mode, opts.Stage = conn, worker.OneTrip, "a"
 	if err := worker.Run(context.Background(), fn, opts); err != nil {
 		t.Fatal(err)

@@ -214,6 +214,15 @@ func runMoves(t *testing.T, mode string) {
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
 
+// idLines is the input that serves ids in order, one per line.
+func idLines(ids []int64) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(itoa(id) + "\n")
+	}
+	return b.String()
+}
+
 // countingWriter counts Write calls.
 type countingWriter struct {
 	mu     sync.Mutex
@@ -603,12 +612,9 @@ func (f *fixture) traced() (*pgx.Conn, *roundTrips) {
 func TestRunChainsReads(t *testing.T) {
 	f := newFixture(t)
 	ids := f.running("advance", "advance", "advance", "advance", "advance", "advance", "error", "advance", "advance", "advance")
-	var in strings.Builder
-	for _, id := range ids {
-		in.WriteString(itoa(id) + "\n")
-	}
+	in := idLines(ids)
 	conn, trips := f.traced()
-	opts := f.opts(strings.NewReader(in.String()), &bytes.Buffer{})
+	opts := f.opts(strings.NewReader(in), &bytes.Buffer{})
 	opts.Conn = conn
 	var out bytes.Buffer
 	opts.Out = &out
@@ -654,13 +660,10 @@ func TestRunQueue(t *testing.T) {
 		m.Queue("UPDATE side SET id = -id WHERE id = $1", m.ID) // after the INSERT
 		return worker.Advance("b"), nil
 	}
-	var in strings.Builder
-	for _, id := range ids {
-		in.WriteString(itoa(id) + "\n")
-	}
+	in := idLines(ids)
 	conn, trips := f.traced()
 	var out bytes.Buffer
-	opts := f.opts(strings.NewReader(in.String()), &out)
+	opts := f.opts(strings.NewReader(in), &out)
 	opts.Conn = conn
 	if err := worker.Run(context.Background(), queued, opts); err != nil {
 		t.Fatal(err)
