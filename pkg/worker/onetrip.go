@@ -2,12 +2,10 @@ package worker
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
 // oneTripPass runs fn for message id before anything is sent, then sends
@@ -15,7 +13,7 @@ import (
 // (OneTrip). No read locks the queue row first: the move's own UPDATE
 // does, and raises if the message is no longer running, which rolls the
 // queued work back with it.
-func (r *runner) oneTripPass(ctx context.Context, id int64) (*Message, error) {
+func (r *runner) oneTripPass(ctx context.Context, id int64) ([]protocol.Fused, error) {
 	m := &Message{ID: id, Stage: r.stage, r: r}
 	out, err := r.decide(ctx, m)
 	if err != nil {
@@ -38,38 +36,14 @@ func (r *runner) oneTripPass(ctx context.Context, id int64) (*Message, error) {
 				return err
 			}
 		}
-		tag, err := br.Exec()
-		if err == nil && tag.String() == "ROLLBACK" {
-			err = pgx.ErrTxCommitRollback
-		}
-		return err
+		return execCommit(br)
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		r.abort(conn)
-		return nil, notRunning(err, id)
+		r.rollback(br.Tx()) // a batch that failed after BEGIN leaves it open
+		return nil, err     // a move refused names the message: "pepsi.advance: message N is not running"
 	}
-	return m, nil
-}
-
-// abort rolls back the transaction a failed batch left open. After a
-// cancellation the connection may be gone, so it gets a context of its own.
-func (r *runner) abort(conn *pgx.Conn) {
-	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = conn.Exec(ctx, "rollback")
-}
-
-// notRunning words the move's refusal as the default mode's read does.
-func notRunning(err error, id int64) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "55000" {
-		return fmt.Errorf("message %d is not running: %w", id, err)
-	}
-	return err
+	return m.fused, nil
 }

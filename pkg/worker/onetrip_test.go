@@ -62,7 +62,7 @@ func TestRunOneTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	want := []string{"0", "1 # ", "1 # message " + itoa(ids[2]) + " is not running: ", "0", "0", "0", "1 # cannot advance to a: the message is already there"}
+	want := []string{"0", "1 # ", "1 # ERROR: pepsi.advance: message " + itoa(ids[2]) + " is not running (SQLSTATE 55000)", "0", "0", "0", "1 # cannot advance to a: the message is already there"}
 	if len(lines) != len(want) {
 		t.Fatalf("status lines %q, want %d", out.String(), len(want))
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
@@ -27,7 +26,7 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 	committed := false
 	defer func() {
 		if !committed {
-			r.rollback(m)
+			r.rollback(m.Tx)
 		}
 	}()
 	if err != nil {
@@ -70,10 +69,7 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 		_, err = br.Exec()
 	}
 	if err == nil {
-		var tag pgconn.CommandTag
-		if tag, err = br.Exec(); err == nil && tag.String() == "ROLLBACK" {
-			err = pgx.ErrTxCommitRollback
-		}
+		err = execCommit(br)
 	}
 	if err != nil {
 		_ = br.Close()
@@ -106,6 +102,16 @@ func (r *runner) decide(ctx context.Context, m *Message) (Move, error) {
 	return out, ctx.Err()
 }
 
+// execCommit reads the result of a batch's COMMIT: a transaction that
+// had failed answers COMMIT with ROLLBACK.
+func execCommit(br pgx.BatchResults) error {
+	tag, err := br.Exec()
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback
+	}
+	return err
+}
+
 // commitSQL is the statement that commits a pass.
 func (r *runner) commitSQL() string {
 	if r.txo.CommitQuery != "" {
@@ -123,7 +129,7 @@ func (r *runner) begin(ctx context.Context, id int64) (*Message, error) {
 		if m.ID == id {
 			return m, nil
 		}
-		r.rollback(m) // not the id that came: cannot happen, as ids are served in order
+		r.rollback(m.Tx) // not the id that came: cannot happen, as ids are served in order
 	}
 	m := &Message{ID: id, loaded: true}
 	b := &pgx.Batch{}
@@ -160,22 +166,22 @@ func (r *runner) readNext(br pgx.BatchResults, id int64) *Message {
 		err = cerr
 	}
 	if err != nil {
-		r.rollback(m)
+		r.rollback(m.Tx)
 		return nil
 	}
 	return m
 }
 
-// rollback ends m's transaction if one is still open on the connection.
+// rollback ends transaction tx if one is still open on the connection.
 // After a cancellation the connection may be gone, so the rollback gets a
 // context of its own.
-func (r *runner) rollback(m *Message) {
-	if m == nil || m.Tx == nil || r.conn == nil || r.conn.IsClosed() || r.conn.PgConn().TxStatus() == 'I' {
+func (r *runner) rollback(tx pgx.Tx) {
+	if tx == nil || r.conn == nil || r.conn.IsClosed() || r.conn.PgConn().TxStatus() == 'I' {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = m.Tx.Rollback(ctx)
+	_ = tx.Rollback(ctx)
 }
 
 // dropNext rolls back the transaction opened for a message that was not
@@ -183,6 +189,6 @@ func (r *runner) rollback(m *Message) {
 func (r *runner) dropNext() {
 	if m := r.next; m != nil {
 		r.next = nil
-		r.rollback(m)
+		r.rollback(m.Tx)
 	}
 }

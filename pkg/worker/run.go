@@ -388,10 +388,7 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, boo
 		case OnStatusLine:
 			st, err = r.answerPass(ctx, id)
 		case OneTrip:
-			var m *Message
-			if m, err = r.oneTripPass(ctx, id); m != nil {
-				st.Fused = m.fused
-			}
+			st.Fused, err = r.oneTripPass(ctx, id)
 		default:
 			st.Fused, err = r.pass(ctx, id, peek)
 		}
