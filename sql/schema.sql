@@ -74,6 +74,7 @@ CREATE FUNCTION pepsi.cancel(p_ids bigint[], p_by text DEFAULT SESSION_USER, p_r
 DECLARE
     v_n bigint;
 BEGIN
+    PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
     UPDATE pepsi.state SET status = 'failed', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
                            timeout = NULL, updated_at = now()
      WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
@@ -97,6 +98,40 @@ BEGIN
             p_fn, left(p_stage, 80) USING ERRCODE = '22023';
     END IF;
 END $$;
+
+-- FUNCTION check_text(text, text, text, integer)
+CREATE FUNCTION pepsi.check_text(p_fn text, p_arg text, p_value text, p_max integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    IF octet_length(p_value) > p_max THEN
+        RAISE EXCEPTION '%: % of % bytes: want at most %', p_fn, p_arg, octet_length(p_value), p_max
+            USING ERRCODE = '22023';
+    END IF;
+END $$;
+
+-- FUNCTION check_time(text, text, timestamp with time zone, interval)
+CREATE FUNCTION pepsi.check_time(p_fn text, p_arg text, p_at timestamp with time zone, p_delay interval) RETURNS void
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    IF p_delay IS NOT NULL THEN
+        -- least(): now() + a longer delay could be past what timestamptz holds.
+        p_at := now() + least(p_delay, interval '100000 years');
+    END IF;
+    IF p_at >= timestamptz '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION '%: % % ends after the year 9999: want a time before 10000-01-01 (hold the message instead)',
+            p_fn, p_arg, coalesce(p_delay::text, p_at::text) USING ERRCODE = '22008';
+    END IF;
+END $$;
+
+-- FUNCTION cut_reason(text)
+CREATE FUNCTION pepsi.cut_reason(p_reason text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN length(p_reason) <= 8192 THEN p_reason
+                ELSE left(p_reason, 8192) || '… [cut ' || octet_length(p_reason) - octet_length(left(p_reason, 8192)) || ' bytes]' END
+$$;
 
 -- FUNCTION done_ahead(interval, integer)
 CREATE FUNCTION pepsi.done_ahead(p_width interval, p_ahead integer) RETURNS integer
@@ -283,6 +318,9 @@ CREATE FUNCTION pepsi.fail(p_id bigint, p_reason text) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF octet_length(p_reason) > 8192 THEN
+        p_reason := pepsi.cut_reason(p_reason);
+    END IF;
     UPDATE pepsi.state SET status = 'failed', error = p_reason, updated_at = now()
      WHERE id = p_id AND status = 'running';
     IF NOT FOUND THEN
@@ -481,6 +519,9 @@ BEGIN
         RAISE EXCEPTION 'pepsi.pause: message %: the delay must be 0 or more, not %', p_id, coalesce(p_delay::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
+    IF p_delay > interval '1000 years' THEN
+        PERFORM pepsi.check_time('pepsi.pause', 'p_delay', NULL, p_delay);
+    END IF;
     UPDATE pepsi.state SET status = 'paused', timeout = now() + p_delay, updated_at = now()
      WHERE id = p_id AND status = 'running';
     IF NOT FOUND THEN
@@ -494,6 +535,8 @@ CREATE FUNCTION pepsi.pause_stage(p_stage text, p_reason text DEFAULT ''::text, 
     AS $$
 BEGIN
     PERFORM pepsi.check_stage('pepsi.pause_stage', p_stage);
+    PERFORM pepsi.check_text('pepsi.pause_stage', 'p_reason', p_reason, 1000);
+    PERFORM pepsi.check_text('pepsi.pause_stage', 'p_by', p_by, 255);
     INSERT INTO pepsi.paused_stages (stage, paused_by, reason)
     VALUES (p_stage, coalesce(nullif(p_by, ''), session_user), coalesce(p_reason, ''))
     ON CONFLICT (stage) DO NOTHING;
@@ -542,6 +585,11 @@ BEGIN
     END IF;
     IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
         RAISE EXCEPTION '%: run_at % is not a time (hold the message instead)', p_fn, p_run_at USING ERRCODE = '22023';
+    END IF;
+    IF p_run_at IS NOT NULL THEN
+        PERFORM pepsi.check_time(p_fn, 'p_run_at', p_run_at, NULL);
+    ELSIF p_delay IS NOT NULL THEN
+        PERFORM pepsi.check_time(p_fn, 'p_delay', NULL, p_delay);
     END IF;
     p_run_at := coalesce(p_run_at, now() + p_delay);
     IF p_run_at <= now() THEN

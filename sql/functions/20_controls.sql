@@ -4,11 +4,15 @@
 -- A paused stage (pepsi.paused_stages) is handed nothing new: the claim
 -- skips it (pkg/queue's claimSQL), so every dispatcher honours a pause at
 -- its next claim and a restart keeps it. Its running messages finish, and
--- messages go on arriving: they pile up pending.
+-- messages go on arriving: they pile up pending. The reason takes at most
+-- 1000 bytes and who paused it 255 (pepsi.check_text), as pepsi queue
+-- pause and the dashboard take.
 CREATE OR REPLACE FUNCTION pepsi.pause_stage(p_stage text, p_reason text DEFAULT '', p_by text DEFAULT session_user)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pepsi.check_stage('pepsi.pause_stage', p_stage);
+    PERFORM pepsi.check_text('pepsi.pause_stage', 'p_reason', p_reason, 1000);
+    PERFORM pepsi.check_text('pepsi.pause_stage', 'p_by', p_by, 255);
     INSERT INTO pepsi.paused_stages (stage, paused_by, reason)
     VALUES (p_stage, coalesce(nullif(p_by, ''), session_user), coalesce(p_reason, ''))
     ON CONFLICT (stage) DO NOTHING;
@@ -73,11 +77,13 @@ END $$;
 -- move (pepsi.advance, finish, pause, fail: guarded by status = 'running')
 -- is refused, which rolls back the work of its transaction. It wakes the
 -- dispatchers: a cancelled message may have held back its key's next one.
+-- P_BY takes at most 255 bytes (pepsi.check_text).
 CREATE OR REPLACE FUNCTION pepsi.cancel(p_ids bigint[], p_by text DEFAULT session_user, p_running boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_n bigint;
 BEGIN
+    PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
     UPDATE pepsi.state SET status = 'failed', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
                            timeout = NULL, updated_at = now()
      WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');

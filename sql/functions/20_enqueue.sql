@@ -32,7 +32,8 @@ DROP FUNCTION IF EXISTS pepsi.enqueue(text, bytea, jsonb, integer, text);
 DROP FUNCTION IF EXISTS pepsi.enqueue_key(text, bytea, jsonb, integer, text);
 
 -- pepsi.run_at() is when a message enqueued with p_run_at or p_delay
--- runs: NULL for now.
+-- runs: NULL for now. A time after the year 9999 is refused
+-- (pepsi.check_time).
 CREATE OR REPLACE FUNCTION pepsi.run_at(p_fn text, p_run_at timestamptz, p_delay interval) RETURNS timestamptz
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -44,6 +45,11 @@ BEGIN
     END IF;
     IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
         RAISE EXCEPTION '%: run_at % is not a time (hold the message instead)', p_fn, p_run_at USING ERRCODE = '22023';
+    END IF;
+    IF p_run_at IS NOT NULL THEN
+        PERFORM pepsi.check_time(p_fn, 'p_run_at', p_run_at, NULL);
+    ELSIF p_delay IS NOT NULL THEN
+        PERFORM pepsi.check_time(p_fn, 'p_delay', NULL, p_delay);
     END IF;
     p_run_at := coalesce(p_run_at, now() + p_delay);
     IF p_run_at <= now() THEN

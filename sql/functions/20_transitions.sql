@@ -29,13 +29,17 @@ BEGIN
 END $$;
 
 -- pepsi.pause() refuses a NULL or negative delay (it spun the message at
--- once, pass after pass).
+-- once, pass after pass), and one that ends after the year 9999
+-- (pepsi.check_time).
 CREATE OR REPLACE FUNCTION pepsi.pause(p_id bigint, p_delay interval) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF p_delay IS NULL OR p_delay < interval '0' THEN
         RAISE EXCEPTION 'pepsi.pause: message %: the delay must be 0 or more, not %', p_id, coalesce(p_delay::text, 'NULL')
             USING ERRCODE = '22023';
+    END IF;
+    IF p_delay > interval '1000 years' THEN
+        PERFORM pepsi.check_time('pepsi.pause', 'p_delay', NULL, p_delay);
     END IF;
     UPDATE pepsi.state SET status = 'paused', timeout = now() + p_delay, updated_at = now()
      WHERE id = p_id AND status = 'running';
@@ -44,9 +48,16 @@ BEGIN
     END IF;
 END $$;
 
+-- pepsi.fail() keeps the first 8192 characters of a longer reason, and
+-- says how many bytes it cut ("… [cut N bytes]", as the dispatcher cuts a
+-- stage's long stderr line): a stage's fail must not itself fail for the
+-- length of its reason, and every view of the queue reads the reason.
 CREATE OR REPLACE FUNCTION pepsi.fail(p_id bigint, p_reason text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF octet_length(p_reason) > 8192 THEN
+        p_reason := pepsi.cut_reason(p_reason);
+    END IF;
     UPDATE pepsi.state SET status = 'failed', error = p_reason, updated_at = now()
      WHERE id = p_id AND status = 'running';
     IF NOT FOUND THEN
