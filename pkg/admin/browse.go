@@ -17,16 +17,25 @@ import (
 // The queries of pepsi httpd's dashboard: messages newest first, paged by
 // id, and failed messages grouped by reason.
 
-// reasonSQL is a failed message's reason as a failure group sees it: its
-// error, or the dispatcher's when the stage wrote none, or "(none)", with
-// every run of digits read as N, so that "order 1234: no stock" and "order
-// 98: no stock" are one group (as the demo's summary groups them). A
-// reason is never empty. FoldReason is the same in Go.
+// reasonSQL is a failed message's reason as a failure group sees it: the
+// first GroupReasonMax characters of its error, or of the dispatcher's
+// when the stage wrote none, or "(none)", with every run of digits read
+// as N, so that "order 1234: no stock" and "order 98: no stock" are one
+// group (as the demo's summary groups them). A reason is never empty.
+// FoldReason is the same in Go.
 const reasonSQL = `regexp_replace(` + rawReasonSQL + `, '[0-9]+', 'N', 'g')`
 
 // rawReasonSQL is a failed message's reason before its digits are read
-// as N.
-const rawReasonSQL = `coalesce(nullif(error, ''), nullif(dispatch_error, ''), '(none)')`
+// as N. Only its start is read (substr reads a slice of a long, toasted
+// value, where left would read it whole): a group is named by the start of
+// its error, and grouping must not read and hash a megabyte per message.
+const rawReasonSQL = `substr(coalesce(nullif(error, ''), nullif(dispatch_error, ''), '(none)'), 1, ` + groupReasonMax + `)`
+
+// GroupReasonMax is how many characters of an error name its failure
+// group: at most 1000 bytes, which the dashboard's reason filter takes.
+const GroupReasonMax = 250
+
+const groupReasonMax = "250" // GroupReasonMax
 
 // reasonIs is the condition that a message's reason (reasonSQL) is the
 // argument reason (added with arg): first the raw reason LIKE the reason
@@ -53,12 +62,30 @@ func FoldReason(errText, dispatchErr *string) string {
 	case dispatchErr != nil && *dispatchErr != "":
 		s = *dispatchErr
 	}
-	return digits.ReplaceAllString(s, "N")
+	return digits.ReplaceAllString(cutRunes(s, GroupReasonMax), "N")
 }
 
-// MaxErrorList is how much of a message's error and dispatch_error Browse
-// returns; Show returns them whole.
+// cutRunes is the first n characters of s.
+func cutRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// MaxErrorList is how many characters of a message's error and
+// dispatch_error Browse and List return, the last of them "…" when the
+// text is longer; Show returns up to MaxErrorShow.
 const MaxErrorList = 300
+
+// MaxErrorShow is how many characters of a message's error and
+// dispatch_error Show returns, the last of them "…" when the text is
+// longer: more than a stage's status line carries, or pepsi.fail keeps.
+const MaxErrorShow = 64 << 10
 
 // BrowseParams filters and pages Browse; zero values do not filter.
 type BrowseParams struct {
@@ -120,8 +147,7 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 	if len(where) > 0 {
 		cond = "WHERE " + strings.Join(where, " AND ")
 	}
-	sql := `SELECT s.id, s.stage, s.status, s.attempts, s.priority, s.dedup_key, m.created_at, s.updated_at, s.timeout,
-	               left(s.dispatch_error, ` + strconv.Itoa(MaxErrorList) + `), left(s.error, ` + strconv.Itoa(MaxErrorList) + `)
+	sql := `SELECT ` + rowColumns(MaxErrorList) + `
 	          FROM (SELECT * FROM pepsi.state ` + cond + ` ORDER BY id ` + order + ` LIMIT ` + strconv.Itoa(limit+1) + `) s
 	          JOIN pepsi.message m USING (id)
 	         ORDER BY s.id ` + order

@@ -3,8 +3,10 @@ package admin_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -97,8 +99,8 @@ func TestBrowse(t *testing.T) {
 			t.Errorf("%s: %v (older %v newer %v), want %v", tc.name, pageIDs(got), got.Older, got.Newer, tc.want)
 		}
 	}
-	if got := browse(admin.BrowseParams{Stage: "b"}); len(*got.Rows[0].Error) != admin.MaxErrorList {
-		t.Errorf("error not cut: %d bytes", len(*got.Rows[0].Error))
+	if e := *browse(admin.BrowseParams{Stage: "b"}).Rows[0].Error; utf8.RuneCountInString(e) != admin.MaxErrorList || !strings.HasSuffix(e, "…") {
+		t.Errorf("error not cut to %d characters ending in …: %d", admin.MaxErrorList, utf8.RuneCountInString(e))
 	}
 	if _, err := db.Browse(ctx, admin.BrowseParams{Status: "lost"}); err == nil {
 		t.Error("unknown status accepted")

@@ -32,6 +32,11 @@ type StagePause struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
+// pauseColumns are a StagePause's columns, their texts cut to what
+// pepsi.pause_stage takes: a pause made before it refused longer ones is
+// shown as it would be now (twice a page, on the dashboard's overview).
+const pauseColumns = "stage, substr(paused_by, 1, 255), paused_at, substr(reason, 1, 1000)"
+
 // PauseStage pauses stage on behalf of by, with reason (may be empty):
 // the claim hands it nothing new from now on, in every dispatcher, until
 // ResumeStage. It returns the pause in force and whether it was there
@@ -45,7 +50,7 @@ func (db *DB) PauseStage(ctx context.Context, stage, by, reason string) (StagePa
 			return err
 		}
 		already = !made
-		return tx.QueryRow(ctx, "SELECT stage, paused_by, paused_at, reason FROM pepsi.paused_stages WHERE stage = $1", stage).
+		return tx.QueryRow(ctx, "SELECT "+pauseColumns+" FROM pepsi.paused_stages WHERE stage = $1", stage).
 			Scan(&p.Stage, &p.By, &p.At, &p.Reason)
 	})
 	return p, already, err
@@ -57,7 +62,7 @@ func (db *DB) ResumeStage(ctx context.Context, stage string) (StagePause, bool, 
 	var p StagePause
 	var was bool
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, "SELECT stage, paused_by, paused_at, reason FROM pepsi.paused_stages WHERE stage = $1 FOR UPDATE", stage).
+		err := tx.QueryRow(ctx, "SELECT "+pauseColumns+" FROM pepsi.paused_stages WHERE stage = $1 FOR UPDATE", stage).
 			Scan(&p.Stage, &p.By, &p.At, &p.Reason)
 		if errors.Is(err, pgx.ErrNoRows) {
 			was = false
@@ -73,7 +78,7 @@ func (db *DB) ResumeStage(ctx context.Context, stage string) (StagePause, bool, 
 
 // PausedStages returns the paused stages, by name.
 func (db *DB) PausedStages(ctx context.Context) ([]StagePause, error) {
-	rows, err := db.pool.Query(ctx, "SELECT stage, paused_by, paused_at, reason FROM pepsi.paused_stages ORDER BY stage")
+	rows, err := db.pool.Query(ctx, "SELECT "+pauseColumns+" FROM pepsi.paused_stages ORDER BY stage")
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,7 +54,7 @@ type Row struct {
 	Key           *string      `json:"key,omitempty"` // deduplication key
 	CreatedAt     time.Time    `json:"created_at"`
 	UpdatedAt     time.Time    `json:"updated_at"`
-	Timeout       *time.Time   `json:"timeout,omitempty"`
+	Timeout       *Time        `json:"timeout,omitempty"`
 	DispatchError *string      `json:"dispatch_error,omitempty"`
 	Error         *string      `json:"error,omitempty"`
 }
@@ -67,13 +69,50 @@ type ListParams struct {
 	Limit     int           // at most this many (0: no limit)
 }
 
-const rowColumns = `s.id, s.stage, s.status, s.attempts, s.priority, s.dedup_key, m.created_at, s.updated_at, s.timeout, s.dispatch_error, s.error`
+// rowColumns are the columns scanRow reads, with the first n+1
+// characters of the error texts (see cutErrors).
+func rowColumns(n int) string {
+	sub := func(col string) string { return "substr(" + col + ", 1, " + strconv.Itoa(n+1) + ")" }
+	return `s.id, s.stage, s.status, s.attempts, s.priority, s.dedup_key, m.created_at, s.updated_at, s.timeout, ` +
+		sub("s.dispatch_error") + ", " + sub("s.error")
+}
+
+// rowDest are the fields of x that rowColumns fill, in their order.
+func rowDest(x *Row, st *string, timeout **time.Time) []any {
+	return []any{&x.ID, &x.Stage, st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, timeout, &x.DispatchError, &x.Error}
+}
+
+// finish sets what rowDest read into its own types, and cuts the error
+// texts to n characters (see cutErrors).
+func (x *Row) finish(st string, timeout *time.Time, n int) {
+	x.Status = queue.Status(st)
+	if timeout != nil {
+		x.Timeout = &Time{*timeout}
+	}
+	x.Error, x.DispatchError = cutText(x.Error, n), cutText(x.DispatchError, n)
+}
+
+// cutText cuts *s to n characters, the last of them "…", when it is
+// longer: rowColumns read n+1 of them, so that a list never reads a long
+// error whole and still says that it was cut.
+func cutText(s *string, n int) *string {
+	if s == nil || utf8.RuneCountInString(*s) <= n {
+		return s
+	}
+	c := cutRunes(*s, n-1) + "…"
+	return &c
+}
 
 func scanRow(r pgx.CollectableRow) (Row, error) {
+	return scanRowN(r, MaxErrorList)
+}
+
+func scanRowN(r pgx.CollectableRow, n int) (Row, error) {
 	var x Row
 	var st string
-	err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error)
-	x.Status = queue.Status(st)
+	var timeout *time.Time
+	err := r.Scan(rowDest(&x, &st, &timeout)...)
+	x.finish(st, timeout, n)
 	return x, err
 }
 
@@ -104,7 +143,7 @@ func (db *DB) List(ctx context.Context, p ListParams) ([]Row, error) {
 	}
 	var got []Row
 	err := db.read(ctx, &p.Search, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT `+rowColumns+`
+		rows, err := q.Query(ctx, `SELECT `+rowColumns(MaxErrorList)+`
 		  FROM pepsi.state s JOIN pepsi.message m USING (id)
 		 WHERE ($1 = '' OR s.stage = $1)
 		   AND ($2 = '' OR s.status = $2)
@@ -146,7 +185,7 @@ const behindSQL = `CASE WHEN s.flow_key IS NOT NULL AND s.status IN ('pending', 
 
 // Show returns one message, with its history, or ErrNotFound.
 func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns+`, m.headers, octet_length(m.payload), s.flow_key, `+behindSQL+`
+	rows, err := db.pool.Query(ctx, `SELECT `+rowColumns(MaxErrorShow)+`, m.headers, octet_length(m.payload), s.flow_key, `+behindSQL+`
 		  FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.id = $1`, id)
 	if err != nil {
 		return nil, err
@@ -154,9 +193,9 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 	m, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Message, error) {
 		var x Message
 		var st string
-		err := r.Scan(&x.ID, &x.Stage, &st, &x.Attempts, &x.Priority, &x.Key, &x.CreatedAt, &x.UpdatedAt, &x.Timeout, &x.DispatchError, &x.Error, &x.Headers, &x.PayloadSize,
-			&x.FlowKey, &x.Behind)
-		x.Status = queue.Status(st)
+		var timeout *time.Time
+		err := r.Scan(append(rowDest(&x.Row, &st, &timeout), &x.Headers, &x.PayloadSize, &x.FlowKey, &x.Behind)...)
+		x.finish(st, timeout, MaxErrorShow)
 		return x, err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -84,6 +84,9 @@ func enqueue(c *cli.Context) error {
 	if keyed && key == "" {
 		return usage("--key is empty")
 	}
+	if err := checkUTF8("key", key); err != nil {
+		return err
+	}
 	if len(key) > maxKeyBytes {
 		return usage("--key of %d bytes: want at most %d bytes", len(key), maxKeyBytes)
 	}
@@ -256,6 +259,9 @@ func parseHeaders(flags []string) (map[string]string, error) {
 	}
 	h := make(map[string]string, len(flags))
 	for _, f := range flags {
+		if err := checkUTF8("header", f); err != nil {
+			return nil, err
+		}
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || k == "" {
 			return nil, usage("--header %q: want KEY=VALUE", f)

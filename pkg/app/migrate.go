@@ -197,7 +197,7 @@ func parseDSN(cfg *config.Config) (*pgx.ConnConfig, error) {
 
 // printTable writes a plain table: a header line and columns aligned with
 // two spaces between them, no borders, no trailing blanks (easy to read,
-// easy to cut and grep).
+// easy to cut and grep), each cell printable.
 func printTable(w io.Writer, header []string, rows [][]string) error {
 	var buf bytes.Buffer
 	t := tablewriter.NewTable(&buf,
@@ -214,9 +214,9 @@ func printTable(w io.Writer, header []string, rows [][]string) error {
 		tablewriter.WithHeaderAlignment(tw.AlignLeft),
 		tablewriter.WithRowAlignment(tw.AlignLeft),
 	)
-	t.Header(header)
+	t.Header(printableCells(header))
 	for _, r := range rows {
-		if err := t.Append(r); err != nil {
+		if err := t.Append(printableCells(r)); err != nil {
 			return err
 		}
 	}

@@ -72,6 +72,9 @@ func queuePause(c *cli.Context) error {
 		return err
 	}
 	reason := c.String("reason")
+	if err := checkUTF8("reason", reason); err != nil {
+		return err
+	}
 	if len(reason) > 1000 {
 		return usage("--reason of %d bytes: want at most 1000", len(reason))
 	}
@@ -138,14 +141,14 @@ func knownStage(c *cli.Context, db *admin.DB, cfg *config.Config, stage string) 
 }
 
 // pauseText says who paused a stage, when (and how long ago, when now is
-// set) and why.
+// set) and why, printable.
 func pauseText(p admin.StagePause, now time.Time) string {
-	s := "paused by " + p.By + " at " + fmtTime(p.At)
+	s := "paused by " + printable(p.By) + " at " + fmtTime(p.At)
 	if !now.IsZero() {
 		s += " (" + fmtAge(now.Sub(p.At)) + " ago)"
 	}
 	if p.Reason != "" {
-		s += ": " + oneLine(p.Reason, 200)
+		s += ": " + printable(oneLine(p.Reason, 200))
 	}
 	return s
 }

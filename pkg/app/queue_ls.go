@@ -152,6 +152,9 @@ func searchFlags(c *cli.Context) (admin.Search, error) {
 	var s admin.Search
 	if l, ok := c.Generic("header").(*stringList); ok {
 		for _, v := range *l {
+			if err := checkUTF8("header", v); err != nil {
+				return s, err
+			}
 			h, err := admin.ParseHeader(v)
 			if err != nil {
 				return s, usage("--header %v", err)
@@ -161,6 +164,9 @@ func searchFlags(c *cli.Context) (admin.Search, error) {
 	}
 	if s.Payload = c.String("payload"); s.Payload == "" && c.IsSet("payload") {
 		return s, usage("--payload is empty")
+	}
+	if err := checkUTF8("payload", s.Payload); err != nil {
+		return s, err
 	}
 	if v := c.String("since"); v != "" || c.IsSet("since") {
 		d, err := parseAge("since", v)
@@ -191,11 +197,7 @@ func (l *stringList) String() string {
 func lsCells(r *admin.Row, now time.Time) []string {
 	timeout := "-"
 	if r.Timeout != nil {
-		if d := r.Timeout.Sub(now); d > 0 {
-			timeout = "in " + fmtAge(d)
-		} else {
-			timeout = "due"
-		}
+		timeout = fmtDue(r.Timeout.Time, now)
 	}
 	msg := "-"
 	switch {
@@ -213,7 +215,7 @@ func lsCells(r *admin.Row, now time.Time) []string {
 }
 
 // columns writes a table as it goes: left-aligned columns two blanks apart,
-// no trailing blanks, like printTable, but with the widths of the header
+// no trailing blanks, each cell printable, like printTable, but with the widths of the header
 // and the first rows only, so that a long listing streams in constant
 // memory. A later, wider cell pushes the rest of its line right.
 type columns struct {
@@ -226,7 +228,7 @@ func newColumns(w io.Writer, header []string, first [][]string) *columns {
 	c := &columns{w: w, widths: make([]int, len(header))}
 	for _, r := range append([][]string{header}, first...) {
 		for i, cell := range r {
-			c.widths[i] = max(c.widths[i], utf8.RuneCountInString(cell))
+			c.widths[i] = max(c.widths[i], utf8.RuneCountInString(printable(cell)))
 		}
 	}
 	c.row(header)
@@ -236,6 +238,7 @@ func newColumns(w io.Writer, header []string, first [][]string) *columns {
 func (c *columns) row(cells []string) {
 	b := c.buf[:0]
 	for i, cell := range cells {
+		cell = printable(cell)
 		b = append(b, cell...)
 		if i < len(cells)-1 {
 			pad := c.widths[i] - utf8.RuneCountInString(cell) + 2

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -101,7 +102,7 @@ func idError(err error, id int64) error {
 
 // writeMessage writes one message as "key  value" lines.
 func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
-	kv := func(k, v string) { fmt.Fprintf(out, "%-15s %s\n", k, v) }
+	kv := func(k, v string) { fmt.Fprintf(out, "%-15s %s\n", printable(k), printable(v)) }
 	opt := func(s *string) string {
 		if s == nil {
 			return "-"
@@ -127,10 +128,9 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 	timeout := "-"
 	if m.Timeout != nil {
 		// A paused message (a retry, or a scheduled one) runs then.
-		if d := m.Timeout.Sub(now); d > 0 {
-			timeout = fmtTime(*m.Timeout) + " (in " + fmtAge(d) + ")"
-		} else {
-			timeout = fmtTime(*m.Timeout) + " (due)"
+		timeout = fmtTime(m.Timeout.Time)
+		if due := fmtDue(m.Timeout.Time, now); due == "due" || strings.HasPrefix(due, "in ") {
+			timeout += " (" + due + ")" // else a date, which the time says
 		}
 	}
 	if m.Status == queue.Held {
@@ -191,9 +191,10 @@ func writeHistory(kv func(k, v string), passes []admin.Pass) {
 	}
 }
 
-// quoteIfNeeded quotes s when it would not read as one plain line.
+// quoteIfNeeded quotes s when it would not read as one plain line: it is
+// empty, has a quote, blanks at an end, or what printable escapes.
 func quoteIfNeeded(s string) string {
-	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f || r == '"' }) || strings.TrimSpace(s) != s {
+	if s == "" || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r == '"' || unsafeRune(r) }) || strings.TrimSpace(s) != s {
 		return strconv.Quote(s)
 	}
 	return s

@@ -107,10 +107,7 @@ func queueSummary(c *cli.Context) error {
 		}
 		next := "-"
 		if !l.due.IsZero() {
-			next = "due"
-			if d := l.due.Sub(now); d > 0 {
-				next = "in " + fmtAge(d)
-			}
+			next = fmtDue(l.due, now)
 		}
 		return append(r, strconv.FormatInt(l.total, 10), age, next)
 	}
@@ -131,12 +128,12 @@ func queueSummary(c *cli.Context) error {
 		return err
 	}
 	for _, l := range unconfigured(cfg, counts) {
-		if _, err := fmt.Fprintln(c.App.Writer, l); err != nil {
+		if _, err := fmt.Fprintln(c.App.Writer, printable(l)); err != nil {
 			return err
 		}
 	}
 	for _, p := range paused {
-		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: %s\n", p.Stage, pauseText(p, now)); err != nil {
+		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: %s\n", printable(p.Stage), pauseText(p, now)); err != nil {
 			return err
 		}
 	}
@@ -146,7 +143,7 @@ func queueSummary(c *cli.Context) error {
 	}
 	for _, k := range fks {
 		// As the stage's dispatcher last set them (pepsi.flow_keys).
-		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: KEY = header:%s, KEY_LIMIT = %d\n", k.Stage, k.Header, k.Limit); err != nil {
+		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: KEY = header:%s, KEY_LIMIT = %d\n", printable(k.Stage), printable(k.Header), k.Limit); err != nil {
 			return err
 		}
 	}
@@ -155,7 +152,7 @@ func queueSummary(c *cli.Context) error {
 		return err
 	}
 	if !d.Set {
-		_, err = fmt.Fprintf(c.App.Writer, "dispatcher: running (%s)\n", d)
+		_, err = fmt.Fprintf(c.App.Writer, "dispatcher: running (%s)\n", printable(d.String()))
 		return err
 	}
 	if _, err = fmt.Fprintln(c.App.Writer, "dispatchers: running, each owning a stage set"); err != nil {
@@ -181,11 +178,11 @@ func printOwners(c *cli.Context, db *admin.DB, cfg *config.Config, inQueue []str
 		o, ok := owners[s]
 		switch {
 		case !ok:
-			_, err = fmt.Fprintf(c.App.Writer, "stage %s: no owner (its messages wait)\n", s)
+			_, err = fmt.Fprintf(c.App.Writer, "stage %s: no owner (its messages wait)\n", printable(s))
 		case o.Name != "":
-			_, err = fmt.Fprintf(c.App.Writer, "stage %s: owned by %s\n", s, o.Name)
+			_, err = fmt.Fprintf(c.App.Writer, "stage %s: owned by %s\n", printable(s), printable(o.Name))
 		default:
-			_, err = fmt.Fprintf(c.App.Writer, "stage %s: owned by server pid %d\n", s, o.PID)
+			_, err = fmt.Fprintf(c.App.Writer, "stage %s: owned by server pid %d\n", printable(s), o.PID)
 		}
 		if err != nil {
 			return err

@@ -158,7 +158,7 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 		// reloading it does not act again.
 		page.ResultURL = "/actions/" + d.results.put(user, page)
 		if wantsJSON(r) {
-			writeJSON(w, http.StatusOK, page)
+			d.writeJSON(w, r, http.StatusOK, page)
 			return
 		}
 		http.Redirect(w, r, page.ResultURL, http.StatusSeeOther)

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -21,3 +22,8 @@ func (d *Dashboard) AddBacklog(at time.Time, pending map[string]int64) {
 // ForgetCounts makes the next page count the queue itself, as it does
 // when the sampler has not (the first page after a start).
 func (d *Dashboard) ForgetCounts() { d.counts.invalidate() }
+
+// WriteJSON answers v as JSON, as every page asked for JSON does.
+func (d *Dashboard) WriteJSON(w http.ResponseWriter, r *http.Request, v any) {
+	d.writeJSON(w, r, http.StatusOK, v)
+}

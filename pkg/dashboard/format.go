@@ -29,12 +29,17 @@ func span(d time.Duration) string {
 	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
 }
 
-// until says how long until t: "in 5 min", or "now" once it is past.
+// until says how long until t: "in 5 min", or "now" once it is past, or
+// beyond a year, the date: "on 10000-01-01" (as far as a time.Duration
+// goes, 106751 days, says nothing).
 func until(t time.Time) string {
-	if d := time.Until(t); d > time.Second {
+	switch d := time.Until(t); {
+	case d <= time.Second:
+		return "now"
+	case d < 365*24*time.Hour:
 		return "in " + span(d)
 	}
-	return "now"
+	return "on " + t.UTC().Format(time.DateOnly)
 }
 
 // timestamp writes t in UTC to the second.

@@ -93,19 +93,22 @@ type overviewPage struct {
 	// server saw waiting for them before.
 	LostStandbys []lostStandby `json:"lost_standbys"`
 	// Paused are the paused stages (pepsi queue pause), by name.
-	Paused     []admin.StagePause `json:"paused"`
-	Unowned    []string           `json:"unowned"` // while dispatchers run: the stages none owns
-	Window     string             `json:"window"`  // what the charts span
-	ChartTop   float64            `json:"chart_top_per_second"`
-	CountedAt  time.Time          `json:"counted_at"` // the counts' time (the server's clock)
-	DoneAt     time.Time          `json:"done_counted_at"`
-	Lead, Rest []queue.Status
-	TotalLead  []cell `json:"-"`
-	TotalRest  []cell `json:"-"`
+	Paused    []admin.StagePause `json:"paused"`
+	Unowned   []string           `json:"unowned"` // while dispatchers run: the stages none owns
+	Window    string             `json:"window"`  // what the charts span
+	ChartTop  float64            `json:"chart_top_per_second"`
+	CountedAt time.Time          `json:"counted_at"` // the counts' time (the server's clock)
+	DoneAt    time.Time          `json:"done_counted_at"`
+	// LeadStatuses are the statuses whose counts a stage's row shows
+	// first, RestStatuses the others, in their order.
+	LeadStatuses []queue.Status `json:"lead_statuses"`
+	RestStatuses []queue.Status `json:"rest_statuses"`
+	TotalLead    []cell         `json:"-"`
+	TotalRest    []cell         `json:"-"`
 }
 
 // Columns is how many columns a row of the stages' table has.
-func (p overviewPage) Columns() int { return 1 + len(p.Lead) + 3 + len(p.Rest) + 2 }
+func (p overviewPage) Columns() int { return 1 + len(p.LeadStatuses) + 3 + len(p.RestStatuses) + 2 }
 
 // leadStatuses are the counts the overview shows first, the rest follow
 // in queue.Statuses' order.
@@ -131,14 +134,14 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	}
 	rest := restStatuses()
 	page := overviewPage{
-		Totals:    map[string]int64{},
-		Unowned:   []string{},
-		Banners:   []banner{},
-		Window:    span(d.opts.Window),
-		CountedAt: counts.now,
-		DoneAt:    counts.doneAt,
-		Lead:      leadStatuses,
-		Rest:      rest,
+		Totals:       map[string]int64{},
+		Unowned:      []string{},
+		Banners:      []banner{},
+		Window:       span(d.opts.Window),
+		CountedAt:    counts.now,
+		DoneAt:       counts.doneAt,
+		LeadStatuses: leadStatuses,
+		RestStatuses: rest,
 	}
 
 	order := d.stageOrder(counts)

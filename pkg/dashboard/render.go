@@ -132,7 +132,7 @@ func wantsJSON(r *http.Request) bool {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	w.Header().Set("Cache-Control", "no-store")
 	if wantsJSON(r) {
-		writeJSON(w, status, v.Page)
+		d.writeJSON(w, r, status, v.Page)
 		return
 	}
 	v.User, v.CanAct = d.opts.Auth.canAct(r)
@@ -160,12 +160,22 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	_, _ = w.Write(buf.Bytes())
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers with v as JSON, encoded whole before anything is
+// sent: a value that cannot be encoded is a logged error and a 500, never
+// a 200 with an empty or partial body.
+func (d *Dashboard) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		d.log.Error("dashboard: encoding JSON failed", "path", r.URL.Path, "err", err)
+		buf.Reset()
+		_ = enc.Encode(problem{http.StatusInternalServerError, "encoding the answer failed: " + err.Error()})
+		status = http.StatusInternalServerError
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(buf.Bytes())
 }
 
 // problem is an error page's data.
