@@ -120,8 +120,9 @@ BEGIN
         p_at := now() + least(p_delay, interval '100000 years');
     END IF;
     IF p_at >= timestamptz '10000-01-01 00:00:00+00' THEN
-        RAISE EXCEPTION '%: % % ends after the year 9999: want a time before 10000-01-01 (hold the message instead)',
-            p_fn, p_arg, coalesce(p_delay::text, p_at::text) USING ERRCODE = '22008';
+        RAISE EXCEPTION '%: % % % after the year 9999: want a time before 10000-01-01 (hold the message instead)',
+            p_fn, p_arg, coalesce(p_delay::text, p_at::text), CASE WHEN p_delay IS NULL THEN 'is' ELSE 'ends' END
+            USING ERRCODE = '22008';
     END IF;
 END $$;
 
