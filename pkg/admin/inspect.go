@@ -70,7 +70,7 @@ type ListParams struct {
 }
 
 // rowColumns are the columns scanRow reads, with the first n+1
-// characters of the error texts (see cutErrors).
+// characters of the error texts (see cutText).
 func rowColumns(n int) string {
 	sub := func(col string) string { return "substr(" + col + ", 1, " + strconv.Itoa(n+1) + ")" }
 	return `s.id, s.stage, s.status, s.attempts, s.priority, s.dedup_key, m.created_at, s.updated_at, s.timeout, ` +
@@ -83,7 +83,7 @@ func rowDest(x *Row, st *string, timeout **time.Time) []any {
 }
 
 // finish sets what rowDest read into its own types, and cuts the error
-// texts to n characters (see cutErrors).
+// texts to n characters (see cutText).
 func (x *Row) finish(st string, timeout *time.Time, n int) {
 	x.Status = queue.Status(st)
 	if timeout != nil {
@@ -103,16 +103,13 @@ func cutText(s *string, n int) *string {
 	return &c
 }
 
+// scanRow reads a row of rowColumns(MaxErrorList).
 func scanRow(r pgx.CollectableRow) (Row, error) {
-	return scanRowN(r, MaxErrorList)
-}
-
-func scanRowN(r pgx.CollectableRow, n int) (Row, error) {
 	var x Row
 	var st string
 	var timeout *time.Time
 	err := r.Scan(rowDest(&x, &st, &timeout)...)
-	x.finish(st, timeout, n)
+	x.finish(st, timeout, MaxErrorList)
 	return x, err
 }
 

@@ -215,9 +215,10 @@ func lsCells(r *admin.Row, now time.Time) []string {
 }
 
 // columns writes a table as it goes: left-aligned columns two blanks apart,
-// no trailing blanks, each cell printable, like printTable, but with the widths of the header
-// and the first rows only, so that a long listing streams in constant
-// memory. A later, wider cell pushes the rest of its line right.
+// no trailing blanks, each cell printable, like printTable, but with the
+// widths of the header and the first rows only, so that a long listing
+// streams in constant memory. A later, wider cell pushes the rest of its
+// line right.
 type columns struct {
 	w      io.Writer
 	widths []int

@@ -129,8 +129,8 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 	if m.Timeout != nil {
 		// A paused message (a retry, or a scheduled one) runs then.
 		timeout = fmtTime(m.Timeout.Time)
-		if due := fmtDue(m.Timeout.Time, now); due == "due" || strings.HasPrefix(due, "in ") {
-			timeout += " (" + due + ")" // else a date, which the time says
+		if m.Timeout.Sub(now) < farAway { // else fmtDue is the date, which the time says
+			timeout += " (" + fmtDue(m.Timeout.Time, now) + ")"
 		}
 	}
 	if m.Status == queue.Held {
