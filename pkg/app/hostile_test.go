@@ -91,8 +91,8 @@ func TestQueueLongErrors(t *testing.T) {
 
 // TestQueueTerminalEscapes: what the database holds is printed with its
 // control characters escaped in every table and summary line (ls's
-// ERROR and KEY, the summary's pause line, pause's own report), and
-// quoted by show.
+// ERROR and KEY, the summary's pause line, pause's own report, the
+// stages of stats), and quoted by show.
 func TestQueueTerminalEscapes(t *testing.T) {
 	db, dsn := pgtest.New(t)
 	env(t, dsn, "[stage-a]\nPROGRAM = /bin/true\n")
@@ -100,6 +100,7 @@ func TestQueueTerminalEscapes(t *testing.T) {
 	sqlExec(t, db, "UPDATE pepsi.state SET error = $2, dedup_key = $3 WHERE id = $1", ids[0], "1 # \x1b]0;pwned\a\x1b[2J", "k\x1b[31m\u202e")
 	sqlExec(t, db, "UPDATE pepsi.state SET dispatch_error = $2 WHERE id = $1", ids[1], "stage a answered 1: \u009b2J")
 	pepsi(t, "", "queue", "pause", "--stage", "a", "--reason", "\x1b]0;pwned\a").wantCode(t, 0)
+	sqlExec(t, db, "INSERT INTO pepsi.stage_stats (stage) VALUES ($1)", "old\x1b[2J") // a row of long ago
 
 	for _, tc := range []struct {
 		args []string
@@ -109,6 +110,7 @@ func TestQueueTerminalEscapes(t *testing.T) {
 		{[]string{"queue"}, []string{`: \x1b]0;pwned\a`}},
 		{[]string{"queue", "pause", "--stage", "a"}, []string{`paused already: `, `: \x1b]0;pwned\a`}},
 		{[]string{"queue", "show", strconv.FormatInt(ids[0], 10)}, []string{`"1 # \x1b]0;pwned\a\x1b[2J"`, `"k\x1b[31m\u202e"`}},
+		{[]string{"stats"}, []string{`old\x1b[2J`}},
 	} {
 		r := pepsi(t, "", tc.args...)
 		r.wantCode(t, 0)
