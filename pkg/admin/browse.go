@@ -84,7 +84,8 @@ const MaxErrorList = 300
 
 // MaxErrorShow is how many characters of a message's error and
 // dispatch_error Show returns, the last of them "…" when the text is
-// longer: more than a stage's status line carries, or pepsi.fail keeps.
+// longer: as much as a stage's status line carries (64 KiB), and more
+// than pepsi.fail keeps.
 const MaxErrorShow = 64 << 10
 
 // BrowseParams filters and pages Browse; zero values do not filter.
