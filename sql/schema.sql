@@ -75,7 +75,7 @@ DECLARE
     v_n bigint;
 BEGIN
     PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
-    UPDATE pepsi.state SET status = 'failed', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
+    UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
                            timeout = NULL, updated_at = now()
      WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
     GET DIAGNOSTICS v_n = ROW_COUNT;
@@ -617,7 +617,8 @@ CREATE TABLE pepsi.dispatch_stats (
     orphans bigint DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     expired bigint DEFAULT 0 NOT NULL,
-    dispatcher text DEFAULT '*'::text NOT NULL
+    dispatcher text DEFAULT '*'::text NOT NULL,
+    cancelled bigint DEFAULT 0 NOT NULL
 );
 
 -- TABLE flow_keys
@@ -747,7 +748,8 @@ CREATE TABLE pepsi.stage_stats (
     crashes bigint DEFAULT 0 NOT NULL,
     busy_seconds double precision DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    dispatcher text DEFAULT '*'::text NOT NULL
+    dispatcher text DEFAULT '*'::text NOT NULL,
+    cancelled bigint DEFAULT 0 NOT NULL
 );
 
 -- TABLE state
@@ -766,6 +768,22 @@ CREATE TABLE pepsi.state (
     flow_key text
 )
 PARTITION BY LIST (status);
+
+-- TABLE state_cancelled
+CREATE TABLE pepsi.state_cancelled (
+    id bigint NOT NULL,
+    stage text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    timeout timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    dispatch_error text,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    handed text,
+    priority integer DEFAULT 0 NOT NULL,
+    dedup_key text,
+    flow_key text
+);
 
 -- TABLE state_done
 CREATE TABLE pepsi.state_done (
@@ -867,6 +885,9 @@ ALTER TABLE ONLY pepsi.message ATTACH PARTITION pepsi.message_20001_30001 FOR VA
 -- TABLE ATTACH message_default
 ALTER TABLE ONLY pepsi.message ATTACH PARTITION pepsi.message_default DEFAULT;
 
+-- TABLE ATTACH state_cancelled
+ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_cancelled FOR VALUES IN ('cancelled');
+
 -- TABLE ATTACH state_done
 ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_done FOR VALUES IN ('done');
 
@@ -937,6 +958,10 @@ ALTER TABLE ONLY pepsi.settings
 -- CONSTRAINT stage_stats stage_stats_pkey
 ALTER TABLE ONLY pepsi.stage_stats
     ADD CONSTRAINT stage_stats_pkey PRIMARY KEY (stage, dispatcher);
+
+-- CONSTRAINT state_cancelled state_cancelled_pkey
+ALTER TABLE ONLY pepsi.state_cancelled
+    ADD CONSTRAINT state_cancelled_pkey PRIMARY KEY (id);
 
 -- CONSTRAINT state_failed state_failed_pkey
 ALTER TABLE ONLY pepsi.state_failed

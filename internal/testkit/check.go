@@ -16,9 +16,9 @@ import (
 type Check int
 
 const (
-	// Settled requires the end of a run: every message done or failed (none
-	// pending, paused or running), and every failed one saying why (its
-	// error or dispatch_error).
+	// Settled requires the end of a run: every message done, failed or
+	// cancelled (none pending, paused or running), and every failed one
+	// saying why (its error or dispatch_error).
 	Settled Check = iota + 1
 	// RowsOnly leaves the statistics out: for a dispatcher still running
 	// (its counts not yet written), or one killed or cut off from its lock
@@ -31,7 +31,8 @@ const (
 // message running, every message with a state row, and, once the
 // dispatchers have stopped, dispatch_stats agreeing with the rows (done and
 // failed as many as the rows, and every claim settled once: claimed = done
-// + failed + paused + requeued + reset). It returns whether all held.
+// + failed + paused + requeued + reset + cancelled). It returns whether
+// all held.
 func CheckInvariants(t testing.TB, db *pgtest.DB, checks ...Check) bool {
 	t.Helper()
 	c := checker{t: t, db: db, ok: true}
@@ -41,10 +42,10 @@ func CheckInvariants(t testing.TB, db *pgtest.DB, checks ...Check) bool {
 		rowsOnly = rowsOnly || k == RowsOnly
 	}
 	if settled {
-		if n, id := c.first("SELECT count(*), min(id) FROM pepsi.state WHERE status NOT IN ('done', 'failed')"); n != 0 {
+		if n, id := c.first("SELECT count(*), min(id) FROM pepsi.state WHERE status NOT IN ('done', 'failed', 'cancelled')"); n != 0 {
 			var status, stage string
 			c.scan("SELECT status, stage FROM pepsi.state WHERE id = $1", []any{id}, &status, &stage)
-			c.errorf("%d messages neither done nor failed (first: %d, %s at %s)", n, id, status, stage)
+			c.errorf("%d messages not finished (first: %d, %s at %s)", n, id, status, stage)
 		}
 		if n, id := c.first(`SELECT count(*), min(id) FROM pepsi.state WHERE status = 'failed'
 			AND coalesce(dispatch_error, '') = '' AND coalesce(error, '') = ''`); n != 0 {
@@ -77,10 +78,10 @@ func CheckInvariants(t testing.TB, db *pgtest.DB, checks ...Check) bool {
 		c.errorf("dispatch_stats.failed = %d, rows failed = %d", g.Failed, failed)
 	}
 	// Every claimed row was settled exactly once: as an answer, a
-	// failure, or put back.
-	if g.Claimed != g.Done+g.Failed+g.Paused+g.Requeued+g.Reset {
-		c.errorf("claimed %d != done %d + failed %d + paused %d + requeued %d + reset %d",
-			g.Claimed, g.Done, g.Failed, g.Paused, g.Requeued, g.Reset)
+	// failure, put back, or found cancelled.
+	if g.Claimed != g.Done+g.Failed+g.Paused+g.Requeued+g.Reset+g.Cancelled {
+		c.errorf("claimed %d != done %d + failed %d + paused %d + requeued %d + reset %d + cancelled %d",
+			g.Claimed, g.Done, g.Failed, g.Paused, g.Requeued, g.Reset, g.Cancelled)
 	}
 	return c.ok
 }

@@ -156,15 +156,15 @@ func (q queueRows) waiting(ctx context.Context, b *strings.Builder) {
 	}
 }
 
-// UnsettledSQL counts the messages not yet done or failed: in pepsi.state,
+// UnsettledSQL counts the messages not yet finished: in pepsi.state,
 // or enqueued by pepsi.enqueue() and not admitted yet.
-const UnsettledSQL = `SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed'))
+const UnsettledSQL = `SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed', 'cancelled'))
      + (SELECT count(*) FROM pepsi.ingress)`
 
-// WaitSettled waits until every message is done or failed.
+// WaitSettled waits until every message is done, failed or cancelled.
 func (s *Site) WaitSettled(timeout time.Duration, logs ...fmt.Stringer) {
 	s.T.Helper()
-	s.WaitFor("every message done or failed", timeout, func() bool {
+	s.WaitFor("every message done, failed or cancelled", timeout, func() bool {
 		return s.Int64(UnsettledSQL) == 0
 	}, logs...)
 }

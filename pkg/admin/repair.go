@@ -38,7 +38,7 @@ import (
 const DefaultBatch = 10000
 
 // redrivable lists the statuses Redrive moves back to pending.
-var redrivable = []queue.Status{queue.Failed, queue.Paused, queue.Done, queue.Running}
+var redrivable = []queue.Status{queue.Failed, queue.Cancelled, queue.Paused, queue.Done, queue.Running}
 
 // NotFoundError is a message id that does not exist; errors.Is(err,
 // ErrNotFound) holds for it.
@@ -249,7 +249,7 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 				return err
 			}
 			if !free {
-				allowed = []queue.Status{queue.Failed, queue.Paused, queue.Done}
+				allowed = []queue.Status{queue.Failed, queue.Cancelled, queue.Paused, queue.Done}
 				res.Held = running
 			}
 		}

@@ -148,11 +148,11 @@ func (db *DB) RedriveSelection(ctx context.Context, sel Selection, toStage strin
 	return res, err
 }
 
-// PurgeSelection deletes the done and failed messages of sel, payload and
-// all, as Purge does; the live ones (pending, running, paused) are left
+// PurgeSelection deletes the done, failed and cancelled messages of sel,
+// payload and all, as Purge does; the live ones (pending, running, paused) are left
 // alone and counted in Skipped. With dryRun it counts.
 func (db *DB) PurgeSelection(ctx context.Context, sel Selection, dryRun bool) (SelectionRepair, error) {
-	sts := []queue.Status{queue.Done, queue.Failed}
+	sts := []queue.Status{queue.Done, queue.Failed, queue.Cancelled}
 	if sel.Status != "" {
 		sts = slices.DeleteFunc(sts, func(s queue.Status) bool { return s != sel.Status })
 	}

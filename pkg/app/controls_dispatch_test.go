@@ -8,6 +8,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -286,13 +288,14 @@ func TestDispatchHoldKeepsKeyPlace(t *testing.T) {
 
 // TestDispatchCancel: pepsi queue cancel of a pending, a paused
 // (scheduled), a held and a running message under a running dispatcher.
-// The first three end failed, "cancelled by USER", their keys free; the
+// All four end cancelled, "cancelled by USER", their keys free: the
 // running one is left alone (exit 1) until --force, which cancels it in
 // its pass: the stage's move is refused when the pass ends, so its work
 // rolls back (no pass recorded) and the dispatcher leaves the row as the
-// cancel left it. The statistics agree with the rows: every claim
-// settled, and the failed ones counted but for the three cancelled
-// outside a pass.
+// cancel left it. Nothing is counted failed: the statistics count the
+// cut-short pass cancelled, at its stage (not failed, though the stage
+// answered non-zero when its move was refused) and in dispatch_stats,
+// where every claim is settled once.
 func TestDispatchCancel(t *testing.T) {
 	s := ctlSite(t, "", "parse", "work")
 	d := startDispatch(t, "dispatcher")
@@ -325,8 +328,8 @@ func TestDispatchCancel(t *testing.T) {
 	// The pass ends: its move (pepsi.finish) is refused, its work undone,
 	// and the dispatcher's settle leaves the row alone.
 	release()
-	s.WaitFor("the pass's failure counted", time.Minute, func() bool {
-		return s.Int64("SELECT coalesce(sum(failed), 0) FROM pepsi.stage_stats WHERE stage = 'work'") == 1
+	s.WaitFor("the cancelled pass counted", time.Minute, func() bool {
+		return s.Int64("SELECT coalesce(sum(cancelled), 0) FROM pepsi.stage_stats WHERE stage = 'work'") == 1
 	}, d.logs)
 	reason := admin.CancelReason(osUser())
 	for _, id := range []int64{pend, sched, held, run} {
@@ -335,8 +338,8 @@ func TestDispatchCancel(t *testing.T) {
 			Scan(&st, &stage, &e); err != nil {
 			t.Fatal(err)
 		}
-		if st != "failed" || e != reason {
-			t.Errorf("message %d: %s at %s, error %q; want failed, %q", id, st, stage, e, reason)
+		if st != "cancelled" || e != reason {
+			t.Errorf("message %d: %s at %s, error %q; want cancelled, %q", id, st, stage, e, reason)
 		}
 	}
 	if n := s.Int64("SELECT count(*) FROM test_passes WHERE id = $1 AND pid <> 0", run); n != 0 {
@@ -353,16 +356,66 @@ func TestDispatchCancel(t *testing.T) {
 	if code := d.signal(syscall.SIGTERM); code != 0 {
 		t.Errorf("SIGTERM: exit %d", code)
 	}
-	s.Check(testkit.RowsOnly) // the statistics, less the cancels, below
-	_, g, err := s.DB.ReadStats(context.Background())
+	s.Check()
+	wantCancelStats(t, s, "work", 1)
+}
+
+// wantCancelStats checks that nothing was counted failed, and that the
+// passes cut short by a cancel were counted cancelled, n of them, at stage
+// and in dispatch_stats.
+func wantCancelStats(t *testing.T, s *testkit.Site, stage string, n int64) {
+	t.Helper()
+	stages, g, err := s.DB.ReadStats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, failed := s.Count(string(queue.Done)), s.Count(string(queue.Failed))
-	if g.Done != done || g.Failed != failed-3 {
-		t.Errorf("dispatch_stats: done %d, failed %d; rows: done %d, failed %d of which 3 cancelled outside a pass", g.Done, g.Failed, done, failed)
+	if g.Failed != 0 || g.Cancelled != n {
+		t.Errorf("dispatch_stats: failed %d, cancelled %d; want 0 and %d", g.Failed, g.Cancelled, n)
 	}
-	if g.Claimed != g.Done+g.Failed+g.Paused+g.Requeued+g.Reset {
-		t.Errorf("claimed %d != done %d + failed %d + paused %d + requeued %d + reset %d", g.Claimed, g.Done, g.Failed, g.Paused, g.Requeued, g.Reset)
+	for _, st := range stages {
+		if st.Stage == stage && (st.Failed != 0 || st.Processed != 0 || st.Cancelled != n) {
+			t.Errorf("stage_stats of %s: processed %d, failed %d, cancelled %d; want 0, 0, %d", stage, st.Processed, st.Failed, st.Cancelled, n)
+		}
 	}
+	if n := s.Count(string(queue.Failed)); n != 0 {
+		t.Errorf("%d messages failed", n)
+	}
+}
+
+// TestDispatchCancelAnsweredMove is issue 54's reproduction: a stage that
+// makes its move on its status line ("0 done") answers after its message
+// was cancelled with --force. The move is not made (the message stays
+// cancelled), and the pass is counted cancelled: not processed at its
+// stage, not a failed message in dispatch_stats.
+func TestDispatchCancelAnsweredMove(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	s := testkit.NewSite(t, fmt.Sprintf(`[pepsi-dispatch]
+POLL_INTERVAL = 300
+STATS_INTERVAL = 1
+
+[stage-a]
+PROGRAM = /bin/sh -c "while read id; do while [ ! -e %s ]; do sleep 0.02; done; echo '0 done'; done"
+PARALLELISM = 1
+`, gate))
+	t.Setenv("PEPSI_DSN", s.DSN)
+	t.Setenv("PEPSI_CONFIG", s.Path)
+	d := startDispatch(t, "dispatcher")
+	d.waitLog("dispatcher started", 1)
+	id := enqueueCLI(t, "x", "--stage", "a")[0]
+	s.WaitFor("the message running", time.Minute, func() bool { return statusOf(s, id) == "running" }, d.logs)
+	pepsi(t, "", "queue", "cancel", "--force", strconv.FormatInt(id, 10)).wantCode(t, 0)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitFor("the cancelled pass counted", time.Minute, func() bool {
+		return s.Int64("SELECT coalesce(sum(cancelled), 0) FROM pepsi.dispatch_stats") == 1
+	}, d.logs)
+	if code := d.signal(syscall.SIGTERM); code != 0 {
+		t.Errorf("SIGTERM: exit %d", code)
+	}
+	if st := statusOf(s, id); st != "cancelled" {
+		t.Errorf("message %d: %s, want cancelled", id, st)
+	}
+	s.Check(testkit.Settled)
+	wantCancelStats(t, s, "a", 1)
 }

@@ -91,7 +91,7 @@ func TestEnqueueScheduled(t *testing.T) {
 	}
 	r = pepsi(t, "", "queue")
 	r.wantCode(t, 0)
-	if rows := fields(r.stdout); len(rows) < 3 || rows[1][0] != "parse" || rows[1][3] != "5" || rows[1][9] != "in" || !strings.HasPrefix(rows[1][10], "1h29m") {
+	if rows := fields(r.stdout); len(rows) < 3 || rows[1][0] != "parse" || rows[1][3] != "5" || rows[1][10] != "in" || !strings.HasPrefix(rows[1][11], "1h29m") {
 		t.Errorf("summary: want parse with 5 paused, the next due in 1h29m…:\n%s", r.stdout)
 	}
 }
@@ -293,7 +293,7 @@ func TestQueueHoldReleaseCancelCommands(t *testing.T) {
 		t.Errorf("cancel by id: %q", r.stdout)
 	}
 	for _, id := range []int64{pend[0], pend[2], k} {
-		if st, to, e := rowOf(t, db, id); st != queue.Failed || to != nil || e != admin.CancelReason(osUser()) {
+		if st, to, e := rowOf(t, db, id); st != queue.Cancelled || to != nil || e != admin.CancelReason(osUser()) {
 			t.Errorf("cancelled %d: %s, %v, %q", id, st, to, e)
 		}
 	}
@@ -317,13 +317,13 @@ func TestQueueHoldReleaseCancelCommands(t *testing.T) {
 	}
 	r = pepsi(t, "", "queue", "cancel", "--force", strconv.FormatInt(run2[0], 10))
 	r.wantCode(t, 0)
-	if st, _, e := rowOf(t, db, run2[0]); r.stdout != "cancelled 1 message\n" || st != queue.Failed || e != admin.CancelReason(osUser()) {
+	if st, _, e := rowOf(t, db, run2[0]); r.stdout != "cancelled 1 message\n" || st != queue.Cancelled || e != admin.CancelReason(osUser()) {
 		t.Errorf("cancel --force: %q: %s, %q", r.stdout, st, e)
 	}
 	l.Close(context.Background())
 	r = pepsi(t, "", "queue", "cancel", strconv.FormatInt(run[0], 10))
 	r.wantCode(t, 0)
-	if st, _, _ := rowOf(t, db, run[0]); r.stdout != "cancelled 1 message\n" || st != queue.Failed {
+	if st, _, _ := rowOf(t, db, run[0]); r.stdout != "cancelled 1 message\n" || st != queue.Cancelled {
 		t.Errorf("cancel of an orphan: %q, %s", r.stdout, st)
 	}
 }

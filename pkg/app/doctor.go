@@ -275,7 +275,7 @@ func (d *doctor) stages() ([]string, error) {
 		return nil, err
 	}
 	for _, c := range counts {
-		if c.Status != queue.Done && c.Status != queue.Failed && !slices.Contains(stages, c.Stage) {
+		if !c.Status.Finished() && !slices.Contains(stages, c.Stage) {
 			stages = append(stages, c.Stage)
 		}
 	}

@@ -83,13 +83,13 @@ func parseStatusFlag(c *cli.Context) (queue.Status, error) {
 	s := c.String("status")
 	if s == "" {
 		if c.IsSet("status") {
-			return "", usage("--status is empty (want pending, running, paused, held, done or failed)")
+			return "", usage("--status is empty (want %s)", queue.StatusWords)
 		}
 		return "", nil
 	}
 	st, err := queue.ParseStatus(s)
 	if err != nil {
-		return "", usage("--status %q: unknown status (want pending, running, paused, held, done or failed)", s)
+		return "", usage("--status %q: unknown status (want %s)", s, queue.StatusWords)
 	}
 	return st, nil
 }

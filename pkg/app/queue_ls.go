@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // lsPage is how many rows ls reads per query: it pages through the queue
@@ -38,7 +39,7 @@ func queueLsCommand() *cli.Command {
 			"enqueued within --since (default 24h), and stops with an error after 10 s.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
-			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: pending, running, paused, held, done or failed"},
+			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: " + queue.StatusWords},
 			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
 			&cli.GenericFlag{Name: "header", Value: &stringList{}, Usage: "only messages whose header KEY has the value VALUE (`KEY=VALUE`; repeat it: every one)"},
 			&cli.StringFlag{Name: "payload", Usage: "only messages whose payload is UTF-8 text containing `TEXT` (case counts)"},

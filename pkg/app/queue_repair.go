@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -108,7 +107,7 @@ func checkToStage(cfg *config.Config, stage string) error {
 func queuePurgeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "purge",
-		Usage: "delete done or failed messages",
+		Usage: "delete done, failed or cancelled messages",
 		UsageText: "pepsi queue purge --status done|failed [--older-than DURATION] [--stage NAME] [--dry-run]\n" +
 			"pepsi queue purge --status pending|paused|running --force [...]",
 		Description: "Deletes the messages with --status (and --stage, and unchanged for\n" +
@@ -118,7 +117,7 @@ func queuePurgeCommand() *cli.Command {
 			"them needs --force, and running ones are left alone while a dispatcher\n" +
 			"runs (exit 1). Prints how many were deleted.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "status", Usage: "delete messages with `STATUS`: done or failed (pending, paused, running: with --force)"},
+			&cli.StringFlag{Name: "status", Usage: "delete messages with `STATUS`: done, failed or cancelled (pending, paused, running: with --force)"},
 			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, DisableDefaultText: true, Usage: "count what would be deleted; delete nothing"},
@@ -137,9 +136,9 @@ func queuePurge(c *cli.Context) error {
 		return err
 	}
 	if status == "" {
-		return usage("--status is required: done or failed (pending, paused or running with --force)")
+		return usage("--status is required: done, failed or cancelled (pending, paused or running with --force)")
 	}
-	if !slices.Contains([]queue.Status{queue.Done, queue.Failed}, status) && !c.Bool("force") {
+	if !status.Finished() && !c.Bool("force") {
 		return usage("--status %s: these messages are live work; purging them needs --force", status)
 	}
 	p := admin.PurgeParams{Status: status, DryRun: c.Bool("dry-run")}

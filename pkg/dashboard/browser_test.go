@@ -362,7 +362,7 @@ func TestBrowser(t *testing.T) {
 	step("a pending message", chromedp.Navigate(s.base+"/messages/"+pendingIDs[2]), chromedp.WaitVisible(chromedp.CSS(`button.cancel`)))
 	step("ask to cancel it", chromedp.Click(chromedp.CSS(`button.cancel`)), chromedp.WaitVisible(chromedp.CSS("p.count")))
 	resultSays("cancel", "Cancelled 1 message")
-	if st := s.states([]int64{atoi(t, pendingIDs[2])}); st[0].Status != "failed" || st[0].Error == nil || *st[0].Error != "cancelled by alice" {
+	if st := s.states([]int64{atoi(t, pendingIDs[2])}); st[0].Status != "cancelled" || st[0].Error == nil || *st[0].Error != "cancelled by alice" {
 		t.Errorf("the cancelled message: %+v", st[0])
 	}
 

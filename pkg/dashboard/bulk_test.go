@@ -166,7 +166,7 @@ func TestBulk(t *testing.T) {
 		{"/retry", url.Values{"id": {itoa(a[2])}, "to_stage": {"nowhere"}}, `to_stage "nowhere": no [stage-nowhere] in pepsi.conf`},
 		{"/retry", url.Values{"id": {itoa(a[2])}, "priority": {"soon"}}, `priority "soon": want an integer`},
 		{"/retry", url.Values{"scope": {"filter"}, "stage": {"a"}}, "a retry of a list's messages takes a status"},
-		{"/purge", url.Values{"scope": {"filter"}, "status": {"pending"}}, "the dashboard purges done or failed messages only"},
+		{"/purge", url.Values{"scope": {"filter"}, "status": {"pending"}}, "the dashboard purges done, failed or cancelled messages only"},
 	} {
 		if r := s.do("POST", tc.path, tc.form, alice); r.code != http.StatusBadRequest || !strings.Contains(r.text, tc.says) {
 			t.Errorf("POST %s %v: %d, want 400 saying %q\n%s", tc.path, tc.form, r.code, tc.says, r.body)

@@ -84,7 +84,7 @@ func TestControls(t *testing.T) {
 		t.Errorf("a pending message's controls:\n%s", page)
 	}
 	confirm("/cancel", url.Values{"id": {itoa(pend[2])}}, "<strong>1</strong> message now")
-	if st := s.states(pend[2:]); st[0].Status != "failed" || st[0].Error == nil || *st[0].Error != "cancelled by alice" {
+	if st := s.states(pend[2:]); st[0].Status != "cancelled" || st[0].Error == nil || *st[0].Error != "cancelled by alice" {
 		t.Errorf("the cancelled message: %+v", st[0])
 	}
 	// A running message, while a dispatcher holds it: by force only.
@@ -99,7 +99,7 @@ func TestControls(t *testing.T) {
 		t.Errorf("a running message's page offers no forced cancel:\n%s", page)
 	}
 	confirm("/cancel", url.Values{"id": {itoa(running[0])}, "force": {"yes"}}, "<strong>1</strong> message now")
-	if st := s.states(running); st[0].Status != "failed" || *st[0].Error != "cancelled by alice" {
+	if st := s.states(running); st[0].Status != "cancelled" || *st[0].Error != "cancelled by alice" {
 		t.Errorf("the forced cancel: %+v", st[0])
 	}
 	// A failure group of paused messages: a filter pepsi queue cancel
@@ -110,7 +110,7 @@ func TestControls(t *testing.T) {
 	}
 	s.exec(`UPDATE pepsi.state SET error = 'other' WHERE id = $1`, later[2])
 	confirm("/cancel", url.Values{"scope": {"filter"}, "stage": {"b"}, "status": {"paused"}, "reason": {"busy, retry in N s"}}, "<strong>2</strong> messages now")
-	if st := s.states(later); st[0].Status != "failed" || st[1].Status != "failed" || st[2].Status != "paused" {
+	if st := s.states(later); st[0].Status != "cancelled" || st[1].Status != "cancelled" || st[2].Status != "paused" {
 		t.Errorf("the group's cancel: %+v", st)
 	}
 

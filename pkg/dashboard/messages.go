@@ -234,12 +234,12 @@ var barActions = []struct {
 	action, label string
 	ticked, all   []queue.Status
 }{
-	{"retry", "Retry", []queue.Status{"", queue.Failed, queue.Paused, queue.Done, queue.Running},
-		[]queue.Status{queue.Failed, queue.Paused, queue.Done, queue.Running}},
+	{"retry", "Retry", []queue.Status{"", queue.Failed, queue.Cancelled, queue.Paused, queue.Done, queue.Running},
+		[]queue.Status{queue.Failed, queue.Cancelled, queue.Paused, queue.Done, queue.Running}},
 	{"hold", "Hold", []queue.Status{"", queue.Pending, queue.Paused}, []queue.Status{queue.Pending, queue.Paused}},
 	{"release", "Release", []queue.Status{"", queue.Held}, []queue.Status{queue.Held}},
 	{"cancel", "Cancel", []queue.Status{"", queue.Pending, queue.Paused, queue.Held}, []queue.Status{queue.Pending, queue.Paused, queue.Held}},
-	{"purge", "Purge", []queue.Status{"", queue.Done, queue.Failed}, []queue.Status{queue.Done, queue.Failed}},
+	{"purge", "Purge", []queue.Status{"", queue.Done, queue.Failed, queue.Cancelled}, []queue.Status{queue.Done, queue.Failed, queue.Cancelled}},
 }
 
 // maxTotal bounds the count of a list's matching messages when it is not

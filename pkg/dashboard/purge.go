@@ -7,13 +7,12 @@ import (
 	"net/http"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// purge deletes done or failed messages (of a stage) unchanged for at
+// purge deletes done, failed or cancelled messages (of a stage) unchanged for at
 // least an age, as pepsi queue purge does (its code, admin.DB's Purge).
 // Ticked messages and the other filters of a list go through the selection
-// repairs (selectionAction), which purge their done and failed messages
+// repairs (selectionAction), which purge their done, failed and cancelled messages
 // only.
 type purge struct {
 	params admin.PurgeParams
@@ -32,11 +31,11 @@ func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 		page.Next = "/messages"
 		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil
 	}
-	if p.status != queue.Done && p.status != queue.Failed {
+	if !p.status.Finished() {
 		if p.status == "" {
-			return nil, page, errors.New(`status: unknown status "": the dashboard purges done or failed messages only (give status=done or status=failed)`)
+			return nil, page, errors.New(`status: unknown status "": the dashboard purges done, failed or cancelled messages only (give status=done, failed or cancelled)`)
 		}
-		return nil, page, fmt.Errorf("status %s: the dashboard purges done or failed messages only (pepsi queue purge --force does the others)", p.status)
+		return nil, page, fmt.Errorf("status %s: the dashboard purges done, failed or cancelled messages only (pepsi queue purge --force does the others)", p.status)
 	}
 	if p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches() {
 		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil

@@ -79,6 +79,11 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	for i := range res.Settled {
 		s := &res.Settled[i]
 		d.tally.settled(s)
+		if s.Before == queue.Cancelled {
+			if v := settleOf(t.Settles, s.ID); v != nil {
+				d.tally.cancelled(v)
+			}
+		}
 		if s.Changed() && s.After == queue.Pending {
 			d.movedTo(s)
 		}
@@ -90,6 +95,17 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 		}
 	}
 	d.settledClaim(j, now)
+}
+
+// settleOf returns the verdict of id in vs, or nil: a linear search, for
+// the rare settle that found its message cancelled.
+func settleOf(vs []queue.Settle, id int64) *queue.Settle {
+	for i := range vs {
+		if vs[i].ID == id {
+			return &vs[i]
+		}
+	}
+	return nil
 }
 
 // movedTo notes that a settle made s pending at its stage: worth a claim

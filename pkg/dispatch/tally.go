@@ -43,6 +43,8 @@ func (t *tally) settled(s *queue.Settled) {
 		g.Requeued++
 	case s.Changed() && s.After == queue.Pending:
 		g.Reset++
+	case s.After == queue.Cancelled:
+		g.Cancelled++
 	case s.After == queue.Failed:
 		g.Failed++
 	case s.After == queue.Paused:
@@ -72,6 +74,23 @@ func (t *tally) answered(stage string, ok bool, busy time.Duration, fused []prot
 		s.Failed++
 	}
 	s.BusySeconds += max(own, 0)
+}
+
+// cancelled books the pass of v, whose message was cancelled while it
+// ran, as cancelled at its stage, taking back the processed or failed its
+// answer booked: a cancelled pass's outcome is ignored. A timeout or a
+// crash stays booked: those count the stage's workers, not its answers.
+func (t *tally) cancelled(v *queue.Settle) {
+	s := t.stage(v.Stage)
+	switch {
+	case v.Verdict == queue.NotRun:
+		return // it never ran
+	case v.Verdict != queue.PassFailed:
+		s.Processed--
+	case v.Kind == queue.FailAnswer || v.Kind == queue.FailProtocol:
+		s.Failed--
+	}
+	s.Cancelled++
 }
 
 // take returns the deltas to write, appending the stages' to buf, and

@@ -29,6 +29,7 @@ var (
 		"failed":       "Passes of the stage that answered non-zero or broke the protocol.",
 		"timeouts":     "Workers of the stage killed because a message went unanswered for MAX_RUNTIME.",
 		"crashes":      "Workers of the stage that exited with messages outstanding.",
+		"cancelled":    "Passes of the stage whose message was cancelled while they ran; their outcome was ignored.",
 		"busy_seconds": "Seconds the stage's workers spent on messages.",
 	}
 	dispatchHelp = map[string]string{
@@ -42,6 +43,7 @@ var (
 		"reset":        "Claimed messages put back to pending unrun (shutdown, crashes, timeouts).",
 		"orphans":      "Running messages no worker held, reset to pending.",
 		"expired":      "Done messages deleted by the retention sweep.",
+		"cancelled":    "Passes whose message was cancelled while they ran (pepsi queue cancel --force); their outcome was ignored.",
 	}
 )
 

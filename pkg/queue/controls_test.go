@@ -259,7 +259,7 @@ func TestHoldKeepsPlace(t *testing.T) {
 }
 
 // TestCancelSQL: pepsi.cancel ends pending, paused and held messages
-// failed with "cancelled by USER" and frees their deduplication keys; a
+// cancelled, "cancelled by USER", and frees their deduplication keys; a
 // running message only with p_running, and then the settle of its pass
 // leaves it as it is, whatever the verdict.
 func TestCancelSQL(t *testing.T) {
@@ -282,7 +282,7 @@ func TestCancelSQL(t *testing.T) {
 		t.Fatalf("cancelled %d, want 3 (pending, paused, held)", n)
 	}
 	for _, id := range []int64{pend, paused, held} {
-		if st, to, _, e := ctlState(t, db, id); st != "failed" || to != nil || e == nil || *e != "cancelled by alice" {
+		if st, to, _, e := ctlState(t, db, id); st != "cancelled" || to != nil || e == nil || *e != "cancelled by alice" {
 			t.Errorf("message %d: %s, timeout %v, error %v", id, st, to, e)
 		}
 	}
@@ -311,11 +311,11 @@ func TestCancelSQL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out) != 1 || out[0].Changed() || out[0].After != queue.Failed {
+		if len(out) != 1 || out[0].Changed() || out[0].Before != queue.Cancelled || out[0].After != queue.Cancelled {
 			t.Errorf("settle %s of a cancelled running message: %+v", v.Verdict, out)
 		}
 	}
-	if st, _, _, e := ctlState(t, db, run); st != "failed" || e == nil || *e != "cancelled by bob" {
+	if st, _, _, e := ctlState(t, db, run); st != "cancelled" || e == nil || *e != "cancelled by bob" {
 		t.Errorf("cancelled running message after its settle: %s, %v", st, e)
 	}
 }

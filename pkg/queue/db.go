@@ -22,16 +22,20 @@ type Status string
 
 // The statuses a queue row can have.
 const (
-	Pending Status = "pending"
-	Running Status = "running"
-	Paused  Status = "paused" // until its timeout: a retry, or a scheduled message
-	Held    Status = "held"   // until an operator releases it (pepsi queue hold)
-	Done    Status = "done"
-	Failed  Status = "failed"
+	Pending   Status = "pending"
+	Running   Status = "running"
+	Paused    Status = "paused" // until its timeout: a retry, or a scheduled message
+	Held      Status = "held"   // until an operator releases it (pepsi queue hold)
+	Done      Status = "done"
+	Failed    Status = "failed"
+	Cancelled Status = "cancelled" // by an operator (pepsi queue cancel, pepsi.cancel)
 )
 
 // Statuses lists every status in lifecycle order.
-var Statuses = []Status{Pending, Running, Paused, Held, Done, Failed}
+var Statuses = []Status{Pending, Running, Paused, Held, Done, Failed, Cancelled}
+
+// Finished reports whether s is a final status: done, failed or cancelled.
+func (s Status) Finished() bool { return s == Done || s == Failed || s == Cancelled }
 
 // ParseStatus returns the status named s, or an error naming it.
 func ParseStatus(s string) (Status, error) {
@@ -40,8 +44,11 @@ func ParseStatus(s string) (Status, error) {
 			return st, nil
 		}
 	}
-	return "", fmt.Errorf("unknown status %q (want pending, running, paused, held, done or failed)", s)
+	return "", fmt.Errorf("unknown status %q (want %s)", s, StatusWords)
 }
+
+// StatusWords names every status, for messages.
+const StatusWords = "pending, running, paused, held, done, failed or cancelled"
 
 // DB is a pool of connections to a pepsi database.
 type DB struct {

@@ -417,7 +417,7 @@ WITH cur AS (
             WHERE s.id = v.id FOR UPDATE) l ON true
       LEFT JOIN LATERAL (
            SELECT s.status, s.stage, s.timeout FROM pepsi.state s
-            WHERE s.id = v.id AND l.status IS NULL AND s.status IN ('done', 'failed')
+            WHERE s.id = v.id AND l.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
            OFFSET 0) f ON true -- not flattened: l.status IS NULL gates each partition's probe
      WHERE l.status IS NOT NULL OR f.status IS NOT NULL
 ), upd AS (

@@ -16,13 +16,14 @@ type StageStats struct {
 	Failed      int64     `json:"failed"`
 	Timeouts    int64     `json:"timeouts"`
 	Crashes     int64     `json:"crashes"`
+	Cancelled   int64     `json:"cancelled"` // passes whose message was cancelled while they ran: outcome ignored
 	BusySeconds float64   `json:"busy_seconds"`
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // IsZero reports whether s holds no counts.
 func (s *StageStats) IsZero() bool {
-	return s.Processed == 0 && s.Failed == 0 && s.Timeouts == 0 && s.Crashes == 0 && s.BusySeconds == 0
+	return s.Processed == 0 && s.Failed == 0 && s.Timeouts == 0 && s.Crashes == 0 && s.Cancelled == 0 && s.BusySeconds == 0
 }
 
 // DispatchStats is the dispatcher's global counters.
@@ -37,13 +38,14 @@ type DispatchStats struct {
 	Reset       int64     `json:"reset"`        // claimed rows put back unrun (shutdown, crashes, timeouts)
 	Orphans     int64     `json:"orphans"`      // running rows no worker held, reset (at start, after a reconnect, by the sweep)
 	Expired     int64     `json:"expired"`      // done messages deleted by the retention sweep
+	Cancelled   int64     `json:"cancelled"`    // passes whose message was cancelled while they ran: outcome ignored
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // IsZero reports whether d holds no counts.
 func (d *DispatchStats) IsZero() bool {
 	return d.Claimed == 0 && d.StagePasses == 0 && d.Requeued == 0 && d.Done == 0 &&
-		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0 && d.Expired == 0
+		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0 && d.Expired == 0 && d.Cancelled == 0
 }
 
 // AllStages is the name of the set of a dispatcher that owns every stage,
@@ -67,23 +69,25 @@ func SetName(stages []string) string {
 // (the set's dispatcher, or its standby once it has taken over), and
 // readers add them up.
 const addStageStatsSQL = `
-INSERT INTO pepsi.stage_stats AS t (dispatcher, stage, processed, failed, timeouts, crashes, busy_seconds)
-SELECT $7, * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
+INSERT INTO pepsi.stage_stats AS t (dispatcher, stage, processed, failed, timeouts, crashes, busy_seconds, cancelled)
+SELECT $7, * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[], $8::bigint[])
 ON CONFLICT (stage, dispatcher) DO UPDATE SET
     processed    = t.processed + EXCLUDED.processed,
     failed       = t.failed + EXCLUDED.failed,
     timeouts     = t.timeouts + EXCLUDED.timeouts,
     crashes      = t.crashes + EXCLUDED.crashes,
+    cancelled    = t.cancelled + EXCLUDED.cancelled,
     busy_seconds = t.busy_seconds + EXCLUDED.busy_seconds,
     updated_at   = now()`
 
 const addDispatchStatsSQL = `
-INSERT INTO pepsi.dispatch_stats AS t (dispatcher, claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired)
-VALUES ($11, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO pepsi.dispatch_stats AS t (dispatcher, claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, cancelled)
+VALUES ($11, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12)
 ON CONFLICT (dispatcher) DO UPDATE SET
     claimed = t.claimed + $1, stage_passes = t.stage_passes + $2, requeued = t.requeued + $3,
     done = t.done + $4, failed = t.failed + $5, paused = t.paused + $6, resumed = t.resumed + $7,
-    reset = t.reset + $8, orphans = t.orphans + $9, expired = t.expired + $10, updated_at = now()`
+    reset = t.reset + $8, orphans = t.orphans + $9, expired = t.expired + $10, cancelled = t.cancelled + $12,
+    updated_at = now()`
 
 // AddStats adds the deltas to the statistics tables in one transaction, to
 // the rows of the pool's writer (Options.Writer).
@@ -148,7 +152,7 @@ func (db *DB) AddStatsOnce(ctx context.Context, flushes []StatsFlush) error {
 // addStats adds the deltas on tx.
 func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d DispatchStats) error {
 	var names []string
-	var processed, failed, timeouts, crashes []int64
+	var processed, failed, timeouts, crashes, cancelled []int64
 	var busy []float64
 	for i := range stages {
 		s := &stages[i]
@@ -160,6 +164,7 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 		failed = append(failed, s.Failed)
 		timeouts = append(timeouts, s.Timeouts)
 		crashes = append(crashes, s.Crashes)
+		cancelled = append(cancelled, s.Cancelled)
 		busy = append(busy, s.BusySeconds)
 	}
 	if len(names) == 0 && d.IsZero() {
@@ -167,10 +172,10 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 	}
 	b := &pgx.Batch{}
 	if len(names) > 0 {
-		b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy, db.writer)
+		b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy, db.writer, cancelled)
 	}
 	if !d.IsZero() {
-		b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer)
+		b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer, d.Cancelled)
 	}
 	return tx.SendBatch(ctx, b).Close()
 }
@@ -180,14 +185,14 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error) {
 	var d DispatchStats
 	rows, err := db.pool.Query(ctx, `SELECT stage, sum(processed)::bigint, sum(failed)::bigint, sum(timeouts)::bigint,
-		sum(crashes)::bigint, sum(busy_seconds), max(updated_at)
+		sum(crashes)::bigint, sum(cancelled)::bigint, sum(busy_seconds), max(updated_at)
 		FROM pepsi.stage_stats GROUP BY stage ORDER BY stage`)
 	if err != nil {
 		return nil, d, err
 	}
 	stages, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StageStats, error) {
 		var s StageStats
-		err := r.Scan(&s.Stage, &s.Processed, &s.Failed, &s.Timeouts, &s.Crashes, &s.BusySeconds, &s.UpdatedAt)
+		err := r.Scan(&s.Stage, &s.Processed, &s.Failed, &s.Timeouts, &s.Crashes, &s.Cancelled, &s.BusySeconds, &s.UpdatedAt)
 		return s, err
 	})
 	if err != nil {
@@ -196,7 +201,9 @@ func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error
 	err = db.pool.QueryRow(ctx, `SELECT coalesce(sum(claimed), 0)::bigint, coalesce(sum(stage_passes), 0)::bigint,
 		coalesce(sum(requeued), 0)::bigint, coalesce(sum(done), 0)::bigint, coalesce(sum(failed), 0)::bigint,
 		coalesce(sum(paused), 0)::bigint, coalesce(sum(resumed), 0)::bigint, coalesce(sum(reset), 0)::bigint,
-		coalesce(sum(orphans), 0)::bigint, coalesce(sum(expired), 0)::bigint, coalesce(max(updated_at), now())
-		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed, &d.Reset, &d.Orphans, &d.Expired, &d.UpdatedAt)
+		coalesce(sum(orphans), 0)::bigint, coalesce(sum(expired), 0)::bigint, coalesce(sum(cancelled), 0)::bigint,
+		coalesce(max(updated_at), now())
+		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed,
+		&d.Reset, &d.Orphans, &d.Expired, &d.Cancelled, &d.UpdatedAt)
 	return stages, d, err
 }

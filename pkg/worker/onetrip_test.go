@@ -77,7 +77,7 @@ func TestRunOneTrip(t *testing.T) {
 	}{
 		{"running", "b", "", 1},
 		{"running", "a", "", 0},
-		{"failed", "a", "cancelled by test", 0},
+		{"cancelled", "a", "cancelled by test", 0},
 		{"done", "a", "", 1},
 		{"failed", "a", "no good", 1},
 		{"paused", "a", "", 1},

@@ -69,11 +69,13 @@ BEGIN
 END $$;
 
 -- pepsi.cancel() ends the pending, paused and held messages of p_ids
--- failed, their error "cancelled by P_BY", and returns how many. A failed
--- message holds no deduplication key (state_dedup covers unfinished ones
--- only): the key is free again. With p_running, running messages too:
--- their pass goes on, but its outcome is ignored, since the dispatcher's
--- settle leaves alone a row that is no longer running, and a stage's own
+-- cancelled (a status of its own: an operator's decision, not a stage's
+-- failure), their error "cancelled by P_BY", and returns how many. A
+-- cancelled message holds no deduplication key (state_dedup covers
+-- unfinished ones only): the key is free again. With p_running, running
+-- messages too: their pass goes on, but its outcome is ignored (the
+-- dispatcher counts the pass cancelled), since the dispatcher's settle
+-- leaves alone a row that is no longer running, and a stage's own
 -- move (pepsi.advance, finish, pause, fail: guarded by status = 'running')
 -- is refused, which rolls back the work of its transaction. It wakes the
 -- dispatchers: a cancelled message may have held back its key's next one.
@@ -84,7 +86,7 @@ DECLARE
     v_n bigint;
 BEGIN
     PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
-    UPDATE pepsi.state SET status = 'failed', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
+    UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
                            timeout = NULL, updated_at = now()
      WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
     GET DIAGNOSTICS v_n = ROW_COUNT;

@@ -157,7 +157,7 @@ func (p *Pipeline) WaitFor(what string, timeout time.Duration, cond func() bool)
 	p.site().WaitFor(what, timeout, cond)
 }
 
-// WaitSettled waits until every message is done or failed.
+// WaitSettled waits until every message is done, failed or cancelled.
 func (p *Pipeline) WaitSettled(timeout time.Duration) {
 	p.T.Helper()
 	p.site().WaitSettled(timeout)
