@@ -140,6 +140,31 @@ func TestScheduleErrors(t *testing.T) {
 			`pepsi.conf:6: HEADERS: header "n" is not a string in {"n": 1} (want a JSON object of strings, such as {"source": "cron"})`},
 		{"HEADERS null", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = null\n",
 			`pepsi.conf:6: HEADERS: bad JSON object null (want a JSON object of strings, such as {"source": "cron"})`},
+		// What PostgreSQL's jsonb refuses (a NUL: SQLSTATE 22P05, and the
+		// dispatcher's enqueue failed at every slot) or Go's decoder would
+		// silently turn into U+FFFD.
+		{"HEADERS NUL value", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\u0000\"}\n",
+			`pepsi.conf:6: HEADERS: \u0000 (NUL) at byte 8: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS NUL key", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"x\\u0000\": \"b\"}\n",
+			`pepsi.conf:6: HEADERS: \u0000 (NUL) at byte 4: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS not UTF-8", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\xff\xfe\"}\n",
+			`pepsi.conf:6: HEADERS: byte 0xff at byte 8 is not UTF-8: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS lone high surrogate", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\ud800x\"}\n",
+			`pepsi.conf:6: HEADERS: \ud800 at byte 8 is half a surrogate pair: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS lone low surrogate", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\uDC00\"}\n",
+			`pepsi.conf:6: HEADERS: \uDC00 at byte 8 is half a surrogate pair: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS two high surrogates", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\ud83d\\ud83d\"}\n",
+			`pepsi.conf:6: HEADERS: \ud83d at byte 8 is half a surrogate pair: PostgreSQL's jsonb cannot hold it`},
+		// TZ=Local is read as UTC by robfig/cron here, and a host's zone
+		// would differ between dispatchers: refused, as an empty zone is.
+		{"cron Local zone", stage + "[schedule-s]\nSTAGE = a\nCRON = TZ=Local 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "TZ=Local 0 9 * * *": TZ=Local is the zone of whichever host reads it, and the hosts that run dispatchers may differ (name the zone, such as TZ=Asia/Tokyo)`},
+		{"cron Local zone CRON_TZ", stage + "[schedule-s]\nSTAGE = a\nCRON = CRON_TZ=Local 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "CRON_TZ=Local 0 9 * * *": CRON_TZ=Local is the zone of whichever host reads it, and the hosts that run dispatchers may differ (name the zone, such as CRON_TZ=Asia/Tokyo)`},
+		{"cron empty zone", stage + "[schedule-s]\nSTAGE = a\nCRON = TZ= 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "TZ= 0 9 * * *": no zone after TZ=`},
+		{"cron unknown zone CRON_TZ", stage + "[schedule-s]\nSTAGE = a\nCRON = CRON_TZ=local 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "CRON_TZ=local 0 9 * * *": provided bad location local: unknown time zone local`},
 		{"bad schedule name", stage + "[schedule-a/b]\n",
 			`pepsi.conf:3: bad schedule name "a/b" in [schedule-a/b] (want letters, digits, '_', '-' or '.')`},
 		{"empty schedule name", stage + "[schedule-]\n",
@@ -160,8 +185,10 @@ func TestScheduleErrors(t *testing.T) {
 		if _, ok := err.(*Error); !ok {
 			t.Errorf("%s: %T, want *Error", tt.name, err)
 		}
-		// A cron error ends with what the expression may be.
-		if got := err.Error(); got != tt.want && !strings.HasPrefix(got, tt.want+" (want 5 fields") {
+		// A cron error ends with what the expression may be; a zone's
+		// says what to write.
+		if got := err.Error(); got != tt.want && !strings.HasPrefix(got, tt.want+" (want 5 fields") &&
+			!(strings.Contains(tt.name, "zone") && strings.HasPrefix(got, tt.want)) {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
 		}
 	}
@@ -183,6 +210,23 @@ func TestScheduleManPage(t *testing.T) {
 	for _, k := range scheduleKeys {
 		if !regexp.MustCompile(`\n\.TP\n\.B ` + k + `\n`).MatchString(sec) {
 			t.Errorf("pepsi.conf.5: key %s is not an entry of [schedule-NAME]", k)
+		}
+	}
+}
+
+// TestScheduleHeadersStorable: HEADERS that jsonb holds as written pass,
+// an escaped backslash before "u0000" and a whole surrogate pair among
+// them.
+func TestScheduleHeadersStorable(t *testing.T) {
+	for src, want := range map[string]map[string]string{
+		`{"a": "\\u0000"}`:               {"a": `\u0000`},
+		`{"a": "\\\u0041"}`:              {"a": `\A`},
+		`{"a": "\ud83d\ude00 é \ufffd"}`: {"a": "😀 é \ufffd"},
+		`{"\u00e9": "\u0001"}`:           {"é": "\x01"},
+	} {
+		c := mustParse(t, "[stage-a]\nPROGRAM = a\n[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = "+src+"\n")
+		if got := c.Schedules[0].Headers; !reflect.DeepEqual(got, want) {
+			t.Errorf("HEADERS = %s: %q, want %q", src, got, want)
 		}
 	}
 }

@@ -275,7 +275,7 @@ STAGE = a
 }
 
 // TestScheduleConfigErrors: a bad [schedule-NAME] stops pepsi dispatch
-// (and every other command) before it starts: one line naming the file,
+// (and every other command, doctor among them) before it starts: one line naming the file,
 // the line and the key, exit status 2.
 func TestScheduleConfigErrors(t *testing.T) {
 	pepsi := testkit.Build(t, "github.com/pepsi-dev/pepsi/cmd/pepsi")
@@ -290,6 +290,9 @@ func TestScheduleConfigErrors(t *testing.T) {
 		{"EVERY = 5m\nSTAGE = x\n", `pepsi.conf:8: duplicate key "STAGE" in [schedule-s] (first at line 6)`},
 		{"EVERY = 5m\n[schedule-t]\nEVERY = 5m\nSTAGE = a/b\n", `pepsi.conf:10: STAGE: bad stage name "a/b"`},
 		{"EVERY = 5m\n[schedule-t]\nEVERY = 5m\nSTAGE = nosuch\n", `pepsi.conf:10: STAGE: unknown stage "nosuch" (no [stage-nosuch] section)`},
+		{"EVERY = 2\nHEADERS = {\"a\": \"\\u0000\"}\n[schedule-q]\nEVERY = 2\nSTAGE = a\n",
+			`pepsi.conf:8: HEADERS: \u0000 (NUL) at byte 8: PostgreSQL's jsonb cannot hold it`},
+		{"CRON = TZ=Local 0 9 * * *\n", `pepsi.conf:7: CRON: bad cron expression "TZ=Local 0 9 * * *": TZ=Local is the zone of whichever host reads it`},
 	}
 	for i, tt := range tests {
 		path := filepath.Join(dir, strconv.Itoa(i), "pepsi.conf")
@@ -299,7 +302,7 @@ func TestScheduleConfigErrors(t *testing.T) {
 		if err := os.WriteFile(path, []byte(head+tt.keys), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, command := range [][]string{{"dispatch"}, {"queue"}} {
+		for _, command := range [][]string{{"dispatch"}, {"queue"}, {"doctor"}} {
 			out, err := exec.Command(pepsi, append([]string{"-c", path}, command...)...).CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
