@@ -208,7 +208,7 @@ func (s *Schedule) setCron(v string) (msg string) {
 	if err != nil {
 		return fmt.Sprintf("bad cron expression %q: %v (%s)", v, err, want)
 	}
-	s.Cron, s.spec = v, spec
+	s.Cron, s.spec = v, zoned(spec, rest)
 	if s.Next(time.Now()).IsZero() {
 		return fmt.Sprintf("%q never comes (no time matches it within five years)", v)
 	}
