@@ -235,7 +235,7 @@ func TestScheduleManPage(t *testing.T) {
 
 // TestScheduleHeadersStorable: HEADERS that jsonb holds as written pass,
 // an escaped backslash before "u0000" and a whole surrogate pair among
-// them.
+// them; PAYLOAD takes any bytes.
 func TestScheduleHeadersStorable(t *testing.T) {
 	for src, want := range map[string]map[string]string{
 		`{"a": "\\u0000"}`:               {"a": `\u0000`},
@@ -247,5 +247,10 @@ func TestScheduleHeadersStorable(t *testing.T) {
 		if got := c.Schedules[0].Headers; !reflect.DeepEqual(got, want) {
 			t.Errorf("HEADERS = %s: %q, want %q", src, got, want)
 		}
+	}
+	// PAYLOAD is bytea: any bytes are stored as written.
+	c := mustParse(t, "[stage-a]\nPROGRAM = a\n[schedule-s]\nSTAGE = a\nEVERY = 5m\nPAYLOAD = a\x00b\xff\n")
+	if got := string(c.Schedules[0].Payload); got != "a\x00b\xff" {
+		t.Errorf("PAYLOAD: %q", got)
 	}
 }
