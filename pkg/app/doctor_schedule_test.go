@@ -1,9 +1,13 @@
 package app
 
 import (
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 )
 
@@ -34,4 +38,52 @@ func TestDoctorSchedules(t *testing.T) {
 	run = doctorJSON(t)
 	run.want(t, "schedules", statusOK, "tick (EVERY 1h0m0s, stage a): last "+fmtSlot(hour)+" (message 42), next "+fmtSlot(hour.Add(time.Hour)),
 		"(message 43)")
+}
+
+// TestDoctorScheduleRefused: with `pepsi dispatch` running, a schedule
+// whose message the server refuses (here a CHECK constraint on the
+// payload: SQLSTATE 23514) holds up no other, and doctor fails it at once,
+// pointing at the janitor's log. A slot overdue while a dispatcher holds
+// the janitor lock (a schedule not in its pepsi.conf) is not met with
+// "start a dispatcher": doctor names the janitor. Once no dispatcher
+// runs, it is.
+func TestDoctorScheduleRefused(t *testing.T) {
+	schedules := "[schedule-p]\nEVERY = 1\nSTAGE = a\nPAYLOAD = poison\n[schedule-q]\nEVERY = 1\nSTAGE = a\n"
+	site := ctlSite(t, schedules, "a")
+	execSQL(t, site.DSN, "ALTER TABLE pepsi.message ADD CONSTRAINT test_poison CHECK (payload <> 'poison'::bytea)")
+	d := startDispatch(t, "dispatcher")
+	d.waitLog(`msg="schedule p: the database refused the slot's message; skipped it`, 1)
+	testkit.Wait(t, "two of q's messages", time.Minute, func() bool {
+		return site.Int64("SELECT count(*) FROM pepsi.state WHERE dedup_key LIKE 'schedule:q:%'") >= 2
+	}, d.logs)
+	if !strings.Contains(d.logs.String(), "SQLSTATE 23514") || strings.Contains(d.logs.String(), "database: schedule") {
+		t.Errorf("the dispatcher's log does not say why p's slot was skipped, or blames the database:\n%s", d.logs)
+	}
+
+	run := doctorJSON(t)
+	run.want(t, "schedules", statusFail, "the database refused the message of p's slot", ": skipped", `"schedule NAME: …" (p)`,
+		"p (EVERY 1s, stage a): last ", " skipped, next ", "q (EVERY 1s, stage a): last ", "(message ")
+	if c := run.checks["schedules"]; strings.Contains(c.Action, "start a dispatcher") {
+		t.Errorf("schedules: %s: advises starting a dispatcher while one runs", c.line())
+	}
+
+	// Schedule r is not in the janitor's pepsi.conf: it was last seen two
+	// days ago, and its slot is overdue.
+	conf, err := os.ReadFile(site.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env(t, site.DSN, string(conf)+"[schedule-r]\nEVERY = 1h\nSTAGE = a\n")
+	execSQL(t, site.DSN, "INSERT INTO pepsi.schedule (name, since) VALUES ('r', now() - interval '2 days')")
+	run = doctorJSON(t)
+	run.want(t, "schedules", statusFail, "not enqueued: r's slot", "though pepsi dispatch pid ", " holds the janitor lock",
+		"check that it runs with this ")
+	if c := run.checks["schedules"]; strings.Contains(c.Action, "start a dispatcher") {
+		t.Errorf("schedules: %s: advises starting a dispatcher while one runs", c.line())
+	}
+
+	d.signal(syscall.SIGTERM)
+	site.Check()
+	run = doctorJSON(t)
+	run.want(t, "schedules", statusFail, "not enqueued: r's slot", "no dispatcher holds the janitor lock", "start a dispatcher")
 }

@@ -221,18 +221,51 @@ func parseRunAt(c *cli.Context, now time.Time) (time.Time, error) {
 	return time.Time{}, nil
 }
 
-// parseTime reads RFC 3339, or a local time without a zone.
+// parseTime reads RFC 3339, or a local time without a zone (see inZone).
 func parseTime(s string) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
 	for _, l := range localLayouts {
-		if t, err := time.ParseInLocation(l, s, time.Local); err == nil {
-			return t, nil
+		if w, err := time.Parse(l, s); err == nil {
+			return inZone(w, time.Local), nil
 		}
 	}
 	return time.Time{}, errors.New("not a time")
+}
+
+// inZone is the instant at which the clocks of loc first show the wall
+// time w (its fields, read in UTC). A wall time in the hour skipped when
+// the clocks go forward is read with the offset from before the skip, as
+// PostgreSQL reads it: 02:30 on the night New York goes from 02:00 EST to
+// 03:00 EDT is 03:30 EDT, after the time asked and never before it (the
+// message is "not handed out before TIME"). One the clocks show twice,
+// when they go back, is the first. time.Date leaves both choices open: it
+// took 01:30 EST in the gap in America/New_York, and the second 02:30 in
+// Europe/Berlin's autumn.
+func inZone(w time.Time, loc *time.Location) time.Time {
+	t := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc)
+	start, _ := t.ZoneBounds()
+	_, prev := start.Add(-time.Nanosecond).Zone() // the offset before t's zone period
+	if wall(t).Equal(w) {
+		if first := w.Add(-time.Duration(prev) * time.Second); first.Before(start) && wall(first.In(loc)).Equal(w) {
+			return first.In(loc) // the first of two
+		}
+		return t
+	}
+	// In the skipped hour: the offset before the skip is t's if t is
+	// before it, else the one before t's zone period began.
+	_, off := t.Zone()
+	if wall(t).After(w) {
+		off = prev
+	}
+	return w.Add(-time.Duration(off) * time.Second).In(loc)
+}
+
+// wall is t's clock reading in its zone, as a time in UTC.
+func wall(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
 
 // deref returns *p, or 0 for nil.

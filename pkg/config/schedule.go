@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 
@@ -185,9 +187,12 @@ func (s *Schedule) setCron(v string) (msg string) {
 	rest := v
 	if strings.HasPrefix(v, "TZ=") || strings.HasPrefix(v, "CRON_TZ=") {
 		// robfig/cron slices the zone up to the first blank: none panics.
-		_, r, ok := strings.Cut(v, " ")
+		zone, r, ok := strings.Cut(v, " ")
 		if !ok || strings.TrimSpace(r) == "" {
 			return fmt.Sprintf("bad cron expression %q: nothing after the time zone (%s)", v, want)
+		}
+		if msg := checkZone(zone); msg != "" {
+			return fmt.Sprintf("bad cron expression %q: %s", v, msg)
 		}
 		rest = strings.TrimSpace(r)
 	}
@@ -203,9 +208,26 @@ func (s *Schedule) setCron(v string) (msg string) {
 	if err != nil {
 		return fmt.Sprintf("bad cron expression %q: %v (%s)", v, err, want)
 	}
-	s.Cron, s.spec = v, spec
+	s.Cron, s.spec = v, zoned(spec, rest)
 	if s.Next(time.Now()).IsZero() {
 		return fmt.Sprintf("%q never comes (no time matches it within five years)", v)
+	}
+	return ""
+}
+
+// checkZone says what is wrong with CRON's TZ=ZONE (or CRON_TZ=ZONE), if
+// anything. Local and the empty zone are refused: robfig/cron reads both as
+// the zone of the time it is given, which is UTC here, and a host's own
+// zone would differ between the dispatchers that may take the janitor
+// role over and doctor, so that they would disagree on the slots. An
+// unknown zone is left to the parser, which names it.
+func checkZone(tz string) string {
+	prefix, zone, _ := strings.Cut(tz, "=")
+	switch zone {
+	case "":
+		return fmt.Sprintf("no zone after %s= (name one of the tz database, such as %[1]s=Europe/Berlin, or leave %[1]s= out for UTC)", prefix)
+	case "Local":
+		return fmt.Sprintf("%s is the zone of whichever host reads it, and the hosts that run dispatchers may differ (name the zone, such as %s=Asia/Tokyo)", tz, prefix)
 	}
 	return ""
 }
@@ -226,6 +248,9 @@ func (s *Schedule) setEvery(v string) string {
 // says what is wrong with it.
 func (s *Schedule) setHeaders(v string) string {
 	const want = `want a JSON object of strings, such as {"source": "cron"}`
+	if msg := storableJSON(v); msg != "" {
+		return msg + ": PostgreSQL's jsonb cannot hold it"
+	}
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
 		return fmt.Sprintf("bad JSON object %s (%s)", v, want)
@@ -240,4 +265,52 @@ func (s *Schedule) setHeaders(v string) string {
 	}
 	s.Headers = h
 	return ""
+}
+
+// storableJSON says why PostgreSQL's jsonb would refuse the text of the
+// JSON v, or silently hold something else than it says, if it would: bytes
+// that are not UTF-8 (encoding/json would turn them into U+FFFD), the
+// escape \u0000 (jsonb's strings are text, which has no NUL: SQLSTATE
+// 22P05) and half a surrogate pair (\ud800 alone is no character). A raw
+// control character is not valid JSON, and is left to the decoder.
+func storableJSON(v string) string {
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError && n == 1 {
+			return fmt.Sprintf("byte %#x at byte %d is not UTF-8", v[i], i+1)
+		}
+		i += n
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' || i+1 == len(v) {
+			continue
+		}
+		if v[i+1] != 'u' {
+			i++ // \\, \" and the like: the next byte is escaped
+			continue
+		}
+		r, ok := hex4(v[i+2:])
+		switch {
+		case !ok: // not JSON: the decoder says so
+		case r == 0:
+			return fmt.Sprintf(`\u0000 (NUL) at byte %d`, i+1)
+		case utf16.IsSurrogate(r):
+			lo, ok := hex4(strings.TrimPrefix(v[i+6:], `\u`))
+			if r >= 0xdc00 || !strings.HasPrefix(v[i+6:], `\u`) || !ok || lo < 0xdc00 || lo > 0xdfff {
+				return fmt.Sprintf(`%s at byte %d is half a surrogate pair`, v[i:i+6], i+1)
+			}
+			i += 6 // the pair's low half
+		}
+		i += 5
+	}
+	return ""
+}
+
+// hex4 reads the 4 hex digits at the start of s.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s[:4], 16, 16)
+	return rune(n), err == nil
 }

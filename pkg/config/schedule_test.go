@@ -70,6 +70,25 @@ func TestScheduleSlots(t *testing.T) {
 		// 09:00 in Berlin (UTC+1 in winter, +2 in summer).
 		{"CRON = TZ=Europe/Berlin 0 9 * * *", "2026-12-06 12:00:00", "2026-12-06 08:00:00", "2026-12-07 08:00:00"},
 		{"CRON = CRON_TZ=Europe/Berlin 0 9 * * *", "2026-07-01 07:00:00", "2026-07-01 07:00:00", "2026-07-02 07:00:00"},
+		// Where the clocks change, as cron: a job at a fixed time in the
+		// hour New York skips (2027-03-14 02:00 EST to 03:00 EDT, 07:00Z)
+		// comes at its end, one in the hour it repeats (2027-11-07 02:00
+		// EDT to 01:00 EST, 06:00Z) once, the first time.
+		{"CRON = TZ=America/New_York 30 2 * * *", "2027-03-14 05:00:00", "2027-03-13 07:30:00", "2027-03-14 07:00:00"},
+		{"CRON = TZ=America/New_York 30 2 * * *", "2027-03-14 07:00:00", "2027-03-14 07:00:00", "2027-03-15 06:30:00"},
+		{"CRON = TZ=America/New_York 0 2 * * *", "2027-03-14 06:59:59", "2027-03-13 07:00:00", "2027-03-14 07:00:00"},
+		{"CRON = TZ=America/New_York 30 2 * * 1", "2027-03-14 05:00:00", "2027-03-08 07:30:00", "2027-03-15 06:30:00"}, // Mondays: not the Sunday skipped
+		{"CRON = TZ=America/New_York 30 1 * * *", "2027-11-07 05:00:00", "2027-11-06 05:30:00", "2027-11-07 05:30:00"},
+		{"CRON = TZ=America/New_York 30 1 * * *", "2027-11-07 06:45:00", "2027-11-07 05:30:00", "2027-11-08 06:30:00"},
+		{"CRON = TZ=America/St_Johns 30 2 * * *", "2027-03-14 05:00:00", "2027-03-13 06:00:00", "2027-03-14 05:30:00"},
+		{"CRON = TZ=Europe/Berlin 30 2 * * *", "2027-03-28 00:30:00", "2027-03-27 01:30:00", "2027-03-28 01:00:00"},
+		{"CRON = TZ=Europe/Berlin 30 2 * * *", "2027-10-31 00:45:00", "2027-10-31 00:30:00", "2027-11-01 01:30:00"},
+		{"CRON = TZ=Europe/Berlin @daily", "2027-03-28 00:30:00", "2027-03-27 23:00:00", "2027-03-28 22:00:00"},
+		// Every so many minutes or hours: by the clock as it goes.
+		{"CRON = TZ=America/New_York */30 * * * *", "2027-03-14 06:45:00", "2027-03-14 06:30:00", "2027-03-14 07:00:00"},
+		{"CRON = TZ=America/New_York */30 2 * * *", "2027-03-14 05:00:00", "2027-03-13 07:30:00", "2027-03-15 06:00:00"},
+		{"CRON = TZ=America/New_York 0 * * * *", "2027-11-07 05:30:00", "2027-11-07 05:00:00", "2027-11-07 06:00:00"},
+		{"CRON = TZ=America/New_York @hourly", "2027-11-07 06:00:00", "2027-11-07 06:00:00", "2027-11-07 07:00:00"},
 		{"EVERY = 5m", "2026-12-06 17:07:30", "2026-12-06 17:05:00", "2026-12-06 17:10:00"},
 		{"EVERY = 5m", "2026-12-06 17:05:00", "2026-12-06 17:05:00", "2026-12-06 17:10:00"},
 		{"EVERY = 1", "2026-12-06 17:05:00", "2026-12-06 17:05:00", "2026-12-06 17:05:01"},
@@ -140,6 +159,31 @@ func TestScheduleErrors(t *testing.T) {
 			`pepsi.conf:6: HEADERS: header "n" is not a string in {"n": 1} (want a JSON object of strings, such as {"source": "cron"})`},
 		{"HEADERS null", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = null\n",
 			`pepsi.conf:6: HEADERS: bad JSON object null (want a JSON object of strings, such as {"source": "cron"})`},
+		// What PostgreSQL's jsonb refuses (a NUL: SQLSTATE 22P05, and the
+		// dispatcher's enqueue failed at every slot) or Go's decoder would
+		// silently turn into U+FFFD.
+		{"HEADERS NUL value", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\u0000\"}\n",
+			`pepsi.conf:6: HEADERS: \u0000 (NUL) at byte 8: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS NUL key", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"x\\u0000\": \"b\"}\n",
+			`pepsi.conf:6: HEADERS: \u0000 (NUL) at byte 4: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS not UTF-8", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\xff\xfe\"}\n",
+			`pepsi.conf:6: HEADERS: byte 0xff at byte 8 is not UTF-8: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS lone high surrogate", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\ud800x\"}\n",
+			`pepsi.conf:6: HEADERS: \ud800 at byte 8 is half a surrogate pair: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS lone low surrogate", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\uDC00\"}\n",
+			`pepsi.conf:6: HEADERS: \uDC00 at byte 8 is half a surrogate pair: PostgreSQL's jsonb cannot hold it`},
+		{"HEADERS two high surrogates", stage + "[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = {\"a\": \"\\ud83d\\ud83d\"}\n",
+			`pepsi.conf:6: HEADERS: \ud83d at byte 8 is half a surrogate pair: PostgreSQL's jsonb cannot hold it`},
+		// TZ=Local is read as UTC by robfig/cron here, and a host's zone
+		// would differ between dispatchers: refused, as an empty zone is.
+		{"cron Local zone", stage + "[schedule-s]\nSTAGE = a\nCRON = TZ=Local 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "TZ=Local 0 9 * * *": TZ=Local is the zone of whichever host reads it, and the hosts that run dispatchers may differ (name the zone, such as TZ=Asia/Tokyo)`},
+		{"cron Local zone CRON_TZ", stage + "[schedule-s]\nSTAGE = a\nCRON = CRON_TZ=Local 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "CRON_TZ=Local 0 9 * * *": CRON_TZ=Local is the zone of whichever host reads it, and the hosts that run dispatchers may differ (name the zone, such as CRON_TZ=Asia/Tokyo)`},
+		{"cron empty zone", stage + "[schedule-s]\nSTAGE = a\nCRON = TZ= 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "TZ= 0 9 * * *": no zone after TZ=`},
+		{"cron unknown zone CRON_TZ", stage + "[schedule-s]\nSTAGE = a\nCRON = CRON_TZ=local 0 9 * * *\n",
+			`pepsi.conf:5: CRON: bad cron expression "CRON_TZ=local 0 9 * * *": provided bad location local: unknown time zone local`},
 		{"bad schedule name", stage + "[schedule-a/b]\n",
 			`pepsi.conf:3: bad schedule name "a/b" in [schedule-a/b] (want letters, digits, '_', '-' or '.')`},
 		{"empty schedule name", stage + "[schedule-]\n",
@@ -160,8 +204,10 @@ func TestScheduleErrors(t *testing.T) {
 		if _, ok := err.(*Error); !ok {
 			t.Errorf("%s: %T, want *Error", tt.name, err)
 		}
-		// A cron error ends with what the expression may be.
-		if got := err.Error(); got != tt.want && !strings.HasPrefix(got, tt.want+" (want 5 fields") {
+		// A cron error ends with what the expression may be; a zone's
+		// says what to write.
+		if got := err.Error(); got != tt.want && !strings.HasPrefix(got, tt.want+" (want 5 fields") &&
+			!(strings.Contains(tt.name, "zone") && strings.HasPrefix(got, tt.want)) {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
 		}
 	}
@@ -184,5 +230,27 @@ func TestScheduleManPage(t *testing.T) {
 		if !regexp.MustCompile(`\n\.TP\n\.B ` + k + `\n`).MatchString(sec) {
 			t.Errorf("pepsi.conf.5: key %s is not an entry of [schedule-NAME]", k)
 		}
+	}
+}
+
+// TestScheduleHeadersStorable: HEADERS that jsonb holds as written pass,
+// an escaped backslash before "u0000" and a whole surrogate pair among
+// them; PAYLOAD takes any bytes.
+func TestScheduleHeadersStorable(t *testing.T) {
+	for src, want := range map[string]map[string]string{
+		`{"a": "\\u0000"}`:               {"a": `\u0000`},
+		`{"a": "\\\u0041"}`:              {"a": `\A`},
+		`{"a": "\ud83d\ude00 é \ufffd"}`: {"a": "😀 é \ufffd"},
+		`{"\u00e9": "\u0001"}`:           {"é": "\x01"},
+	} {
+		c := mustParse(t, "[stage-a]\nPROGRAM = a\n[schedule-s]\nSTAGE = a\nEVERY = 5m\nHEADERS = "+src+"\n")
+		if got := c.Schedules[0].Headers; !reflect.DeepEqual(got, want) {
+			t.Errorf("HEADERS = %s: %q, want %q", src, got, want)
+		}
+	}
+	// PAYLOAD is bytea: any bytes are stored as written.
+	c := mustParse(t, "[stage-a]\nPROGRAM = a\n[schedule-s]\nSTAGE = a\nEVERY = 5m\nPAYLOAD = a\x00b\xff\n")
+	if got := string(c.Schedules[0].Payload); got != "a\x00b\xff" {
+		t.Errorf("PAYLOAD: %q", got)
 	}
 }

@@ -28,6 +28,7 @@ import (
 type scheduleStore interface {
 	resetter
 	FireSchedule(ctx context.Context, o queue.Occurrence) (queue.Fired, error)
+	SkipSchedule(ctx context.Context, o queue.Occurrence) (bool, error)
 }
 
 // scheduler is the janitor's service that enqueues the schedules' slots.
@@ -58,39 +59,50 @@ func (s *scheduler) Start(ctx context.Context) error {
 }
 
 // run enqueues until stop. An enqueue runs under ctx: a Stop lets the one
-// in flight finish. One that failed is tried again after a backoff, as the
-// latest slot then due: what the failure made it miss comes as one
-// message too.
+// in flight finish. One schedule's failure holds up no other: an enqueue
+// the server refused for its values is skipped (see fire), and one that
+// failed otherwise is tried again after a backoff, as the latest slot then
+// due, while the others go on. Only a failure of the database itself (an
+// outage, a lost fence) holds them all up until the backoff is over: they
+// would fail as well.
 func (s *scheduler) run(ctx, stop context.Context) {
 	s.log.Info("schedules: this dispatcher enqueues them (janitor)", "schedules", len(s.schedules))
 	due := make([]time.Time, len(s.schedules))  // when each schedule is looked at next (zero: now)
 	done := make([]time.Time, len(s.schedules)) // the latest slot each had enqueued, or found enqueued, in this run
 	for {
 		now := s.now()
-		var err error
+		wait, outage := time.Duration(-1), false // wait: the backoff, once a schedule failed in this round
 		for i := range s.schedules {
 			sc := &s.schedules[i]
 			if now.Before(due[i]) {
 				continue
 			}
-			if err = s.fire(ctx, sc, now, &done[i]); err != nil {
-				break
+			err := s.fire(ctx, sc, now, &done[i])
+			if err != nil && ctx.Err() != nil {
+				return // the dispatcher gave up on the database
+			}
+			if err != nil {
+				if wait < 0 {
+					wait = s.retry.next()
+				}
+				s.send(ctx, serviceReport{err: err})
+				if outage = queue.IsOutage(err) || queue.IsFenced(err); outage {
+					logRetry(s.log, "schedule", err, wait)
+					break
+				}
+				s.log.Error("schedule "+sc.Name+": enqueue failed; retrying", "err", err, "next_in", wait.Round(time.Millisecond))
+				due[i] = now.Add(wait)
+				continue
 			}
 			due[i] = sc.Next(now)
 			if due[i].IsZero() { // none within five years: look again in a day
 				due[i] = now.Add(24 * time.Hour)
 			}
 		}
-		var wait time.Duration
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return // the dispatcher gave up on the database
-		case err != nil:
-			wait = s.retry.next()
-			logRetry(s.log, "schedule", err, wait)
-			s.send(ctx, serviceReport{err: err})
-		default:
+		if wait < 0 {
 			s.retry.reset()
+		}
+		if !outage {
 			wait = max(slices.MinFunc(due, time.Time.Compare).Sub(s.now()), 0)
 		}
 		if stop.Err() != nil || !sleep(stop, wait) {
@@ -115,12 +127,15 @@ func (s *scheduler) fire(ctx context.Context, sc *config.Schedule, now time.Time
 	if slot.IsZero() || !slot.After(*done) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	fctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	f, err := s.store.FireSchedule(ctx, queue.Occurrence{Schedule: sc.Name, Slot: slot, Now: now,
+	f, err := s.store.FireSchedule(fctx, queue.Occurrence{Schedule: sc.Name, Slot: slot, Now: now,
 		Stage: sc.Stage, Payload: sc.Payload, Headers: sc.Headers, Priority: sc.Priority})
 	if queue.IsReadOnly(err) {
 		s.store.Reset() // a demoted primary: the next connections find the new one
+	}
+	if queue.IsDataError(err) {
+		return s.skip(ctx, sc, slot, now, done, err)
 	}
 	if err != nil {
 		return err
@@ -135,6 +150,24 @@ func (s *scheduler) fire(ctx context.Context, sc *config.Schedule, now time.Time
 	} else {
 		s.log.Debug("schedule: enqueued", "schedule", sc.Name, "slot", slot, "id", f.ID, "stage", sc.Stage)
 	}
+	return nil
+}
+
+// skip records sc's slot as gone without a message after the server
+// refused its enqueue (refused, the cause) for the values it carries: a
+// retry would be refused the same way, for ever, as cron runs a failing
+// job again at its next time and not at once. The next slot is tried as
+// usual; pepsi doctor reports the skip until a slot goes. It returns what
+// failed to record the skip, to be retried as a failed enqueue is.
+func (s *scheduler) skip(ctx context.Context, sc *config.Schedule, slot, now time.Time, done *time.Time, refused error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := s.store.SkipSchedule(ctx, queue.Occurrence{Schedule: sc.Name, Slot: slot, Now: now}); err != nil {
+		return err
+	}
+	*done = slot
+	s.log.Error("schedule "+sc.Name+": the database refused the slot's message; skipped it, the next slot is tried as usual",
+		"slot", slot, "stage", sc.Stage, "err", refused, "next", sc.Next(now))
 	return nil
 }
 

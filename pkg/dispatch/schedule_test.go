@@ -12,9 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -274,8 +277,47 @@ STAGE = a
 	}
 }
 
+// TestScheduleRefusedSlot: a schedule whose message the server refuses
+// for its values holds up no other. Schedule p's headers hold a NUL, which
+// jsonb cannot (SQLSTATE 22P05; pepsi.conf refuses it now, so it is put in
+// after loading, as a value the loader cannot foresee would come): each of
+// its slots is skipped, logged as schedule p's, and recorded in
+// pepsi.schedule without a message, while schedule q, after it, enqueues
+// every slot. Nothing blames the database or waits for it.
+func TestScheduleRefusedSlot(t *testing.T) {
+	b := scheduleSite(t, "[schedule-p]\nEVERY = 1\nSTAGE = a\n[schedule-q]\nEVERY = 1\nSTAGE = b\n")
+	b.cfg.Schedules[0].Headers = map[string]string{"a": "\x00"}
+	const skipped = `msg="schedule p: the database refused the slot's message; skipped it, the next slot is tried as usual"`
+	b.start()
+	b.waitFor("schedule q's slots", time.Minute, func() bool { return len(b.slots("q")) >= 4 })
+	b.waitFor("two of p's slots skipped", time.Minute, func() bool { return strings.Count(b.logs.String(), skipped) >= 2 })
+	b.waitSettled(time.Minute)
+	b.checkInvariants()
+
+	logs := b.logs.String()
+	if p := b.slots("p"); len(p) != 0 {
+		t.Errorf("schedule p: slots %v enqueued, want none", p)
+	}
+	q := b.once("q")
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, skipped) && (!strings.Contains(line, "SQLSTATE 22P05") || !strings.Contains(line, "stage=a")) {
+			t.Errorf("the skip does not say why, or where: %s", line)
+		}
+	}
+	if strings.Contains(logs, "database: schedule") {
+		t.Errorf("a refused slot is logged as the database's failure:\n%s", logs)
+	}
+	// pepsi.schedule: p's last slot skipped (no message), q's enqueued.
+	if n := b.int64("SELECT count(*) FROM pepsi.schedule WHERE name = 'p' AND last_slot IS NOT NULL AND last_id IS NULL AND last_at IS NOT NULL"); n != 1 {
+		t.Errorf("pepsi.schedule: p's last slot not recorded as skipped")
+	}
+	if n := b.int64("SELECT count(*) FROM pepsi.schedule WHERE name = 'q' AND extract(epoch FROM last_slot)::bigint = $1 AND last_id IS NOT NULL", q[len(q)-1]); n != 1 {
+		t.Errorf("pepsi.schedule: q's last slot is not its last message's")
+	}
+}
+
 // TestScheduleConfigErrors: a bad [schedule-NAME] stops pepsi dispatch
-// (and every other command) before it starts: one line naming the file,
+// (and every other command, doctor among them) before it starts: one line naming the file,
 // the line and the key, exit status 2.
 func TestScheduleConfigErrors(t *testing.T) {
 	pepsi := testkit.Build(t, "github.com/pepsi-dev/pepsi/cmd/pepsi")
@@ -290,6 +332,9 @@ func TestScheduleConfigErrors(t *testing.T) {
 		{"EVERY = 5m\nSTAGE = x\n", `pepsi.conf:8: duplicate key "STAGE" in [schedule-s] (first at line 6)`},
 		{"EVERY = 5m\n[schedule-t]\nEVERY = 5m\nSTAGE = a/b\n", `pepsi.conf:10: STAGE: bad stage name "a/b"`},
 		{"EVERY = 5m\n[schedule-t]\nEVERY = 5m\nSTAGE = nosuch\n", `pepsi.conf:10: STAGE: unknown stage "nosuch" (no [stage-nosuch] section)`},
+		{"EVERY = 2\nHEADERS = {\"a\": \"\\u0000\"}\n[schedule-q]\nEVERY = 2\nSTAGE = a\n",
+			`pepsi.conf:8: HEADERS: \u0000 (NUL) at byte 8: PostgreSQL's jsonb cannot hold it`},
+		{"CRON = TZ=Local 0 9 * * *\n", `pepsi.conf:7: CRON: bad cron expression "TZ=Local 0 9 * * *": TZ=Local is the zone of whichever host reads it`},
 	}
 	for i, tt := range tests {
 		path := filepath.Join(dir, strconv.Itoa(i), "pepsi.conf")
@@ -299,7 +344,7 @@ func TestScheduleConfigErrors(t *testing.T) {
 		if err := os.WriteFile(path, []byte(head+tt.keys), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, command := range [][]string{{"dispatch"}, {"queue"}} {
+		for _, command := range [][]string{{"dispatch"}, {"queue"}, {"doctor"}} {
 			out, err := exec.Command(pepsi, append([]string{"-c", path}, command...)...).CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
@@ -314,12 +359,15 @@ func TestScheduleConfigErrors(t *testing.T) {
 	}
 }
 
-// failingStore fails its first fails calls, then records the slots it is
-// asked to enqueue.
+// failingStore fails its first fails calls, and every call for the
+// schedule refused names with its error; it records the slots it is asked
+// to enqueue.
 type failingStore struct {
-	mu    sync.Mutex
-	fails int
-	slots []time.Time
+	mu      sync.Mutex
+	fails   int
+	refused string
+	refusal error
+	slots   []time.Time
 }
 
 func (f *failingStore) Reset() {}
@@ -327,12 +375,19 @@ func (f *failingStore) Reset() {}
 func (f *failingStore) FireSchedule(ctx context.Context, o queue.Occurrence) (queue.Fired, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if o.Schedule == f.refused {
+		return queue.Fired{}, f.refusal
+	}
 	if f.fails > 0 {
 		f.fails--
 		return queue.Fired{}, errors.New("connection refused")
 	}
 	f.slots = append(f.slots, o.Slot)
 	return queue.Fired{Enqueued: true, ID: int64(len(f.slots)), After: o.Slot.Add(-time.Second)}, nil
+}
+
+func (f *failingStore) SkipSchedule(ctx context.Context, o queue.Occurrence) (bool, error) {
+	return false, errors.New("not refused")
 }
 
 func (f *failingStore) fired() []time.Time {
@@ -383,5 +438,43 @@ func TestSchedulerRetries(t *testing.T) {
 	d.cfg.Schedules = nil
 	if newScheduler(d, store) != nil {
 		t.Error("no schedules: want no scheduler")
+	}
+}
+
+// TestSchedulerOneFails: a schedule whose enqueue fails with an error that
+// is neither the database's (an outage) nor one of its values' (a skip)
+// is tried again after the backoff, logged as its own, while the other
+// schedules go on.
+func TestSchedulerOneFails(t *testing.T) {
+	cfg, err := config.Parse("pepsi.conf", []byte("[stage-a]\nPROGRAM = a\n[schedule-p]\nEVERY = 1\nSTAGE = a\n[schedule-q]\nEVERY = 1\nSTAGE = a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &failingStore{refused: "p", refusal: &pgconn.PgError{Severity: "ERROR", Code: "42501", Message: "permission denied for table schedule"}}
+	logs := &testkit.Buffer{}
+	reports := make(chan serviceReport)
+	var reported atomic.Int64
+	go func() {
+		for range reports {
+			reported.Add(1)
+		}
+	}()
+	t.Cleanup(func() { close(reports) })
+	s := &scheduler{store: store, schedules: cfg.Schedules, log: slog.New(slog.NewTextHandler(logs, nil)), now: time.Now,
+		retry: backoff{min: 10 * time.Millisecond, max: 50 * time.Millisecond}, report: reports}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop) // before reports is closed
+	testkit.Wait(t, "three of q's slots", time.Minute, func() bool { return len(store.fired()) >= 3 }, logs)
+	s.Stop()
+	if c := strings.Count(logs.String(), `msg="schedule p: enqueue failed; retrying" err="ERROR: permission denied for table schedule (SQLSTATE 42501)"`); c < 3 {
+		t.Errorf("%d of p's failures logged as p's, want some:\n%s", c, logs)
+	}
+	if strings.Contains(logs.String(), "database: schedule") {
+		t.Errorf("p's failure is logged as the database's:\n%s", logs)
+	}
+	if reported.Load() < 3 {
+		t.Errorf("%d failures reported to the loop", reported.Load())
 	}
 }

@@ -56,6 +56,20 @@ func IsTransient(err error) bool {
 	return code == pgerrcode.SerializationFailure || code == pgerrcode.DeadlockDetected
 }
 
+// IsDataError reports whether err says the server refused a statement for
+// the values it was given, which it will refuse again however often it is
+// retried: a data exception (SQLSTATE class 22, such as 22P05 for a NUL in
+// jsonb), an integrity constraint (class 23) but a unique violation, which
+// a racing insert may cause, or a program limit (class 54, a value too
+// large).
+func IsDataError(err error) bool {
+	code, ok := SQLState(err)
+	if !ok || code == pgerrcode.UniqueViolation {
+		return false
+	}
+	return pgerrcode.IsDataException(code) || pgerrcode.IsIntegrityConstraintViolation(code) || pgerrcode.IsProgramLimitExceeded(code)
+}
+
 // IsReadOnly reports whether err says the server is a read-only standby.
 func IsReadOnly(err error) bool {
 	code, _ := SQLState(err)

@@ -57,12 +57,7 @@ func (db *DB) FireSchedule(ctx context.Context, o Occurrence) (Fired, error) {
 	var f Fired
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		f = Fired{}
-		if fc := db.fence.Load(); fc != nil {
-			if _, err := tx.Exec(ctx, fenceSQL, fc.token, fc.stages); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO pepsi.schedule (name, since) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", o.Schedule, o.Now); err != nil {
+		if err := db.scheduleRow(ctx, tx, o); err != nil {
 			return err
 		}
 		err := tx.QueryRow(ctx, fireScheduleSQL, o.Schedule, o.Slot).Scan(&f.After)
@@ -86,14 +81,49 @@ func (db *DB) FireSchedule(ctx context.Context, o Occurrence) (Fired, error) {
 	return f, err
 }
 
+// scheduleRow takes the dispatcher's fence, when it has one, in tx, and
+// gives o's schedule a row if it has none, first seen at o.Now.
+func (db *DB) scheduleRow(ctx context.Context, tx pgx.Tx, o Occurrence) error {
+	if fc := db.fence.Load(); fc != nil {
+		if _, err := tx.Exec(ctx, fenceSQL, fc.token, fc.stages); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO pepsi.schedule (name, since) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", o.Schedule, o.Now)
+	return err
+}
+
+// SkipSchedule records the occurrence o as gone without a message, once
+// the server refused its enqueue for the values it carries (IsDataError),
+// which no retry mends: the schedule's last slot moves forward to it, with
+// no last message, unless a slot as late or later went before. It reports
+// whether it moved. The schedule's next slot is enqueued as usual.
+func (db *DB) SkipSchedule(ctx context.Context, o Occurrence) (bool, error) {
+	var moved bool
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		if err := db.scheduleRow(ctx, tx, o); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE pepsi.schedule SET last_slot = $2, last_id = NULL, last_at = now()
+			WHERE name = $1 AND $2 > coalesce(last_slot, since)`, o.Schedule, o.Slot)
+		moved = tag.RowsAffected() == 1
+		return err
+	})
+	return moved, err
+}
+
 // ScheduleRun is a schedule's row of pepsi.schedule.
 type ScheduleRun struct {
 	Name     string     `json:"name"`
 	Since    time.Time  `json:"since,omitzero"`      // when a dispatcher first saw it
-	LastSlot *time.Time `json:"last_slot,omitempty"` // the latest slot enqueued; nil: none yet
-	LastID   *int64     `json:"last_id,omitempty"`   // its message
-	LastAt   *time.Time `json:"last_at,omitempty"`   // when it was enqueued
+	LastSlot *time.Time `json:"last_slot,omitempty"` // the latest slot enqueued or skipped; nil: none yet
+	LastID   *int64     `json:"last_id,omitempty"`   // its message; nil with a LastSlot: skipped, its enqueue refused (SkipSchedule)
+	LastAt   *time.Time `json:"last_at,omitempty"`   // when it was enqueued or skipped
 }
+
+// Skipped reports whether the schedule's last slot was skipped: its
+// enqueue refused for the values it carries.
+func (r ScheduleRun) Skipped() bool { return r.LastSlot != nil && r.LastID == nil }
 
 // Schedules reads pepsi.schedule, by name.
 func (db *DB) Schedules(ctx context.Context) ([]ScheduleRun, error) {

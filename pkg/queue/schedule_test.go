@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -95,5 +97,65 @@ func TestFireSchedule(t *testing.T) {
 	if len(runs) != 1 || runs[0].Name != "tick" || !runs[0].Since.Equal(t0.Add(30*time.Second)) ||
 		runs[0].LastSlot == nil || !runs[0].LastSlot.Equal(slot) || runs[0].LastID == nil || runs[0].LastAt == nil {
 		t.Errorf("Schedules: %+v", runs)
+	}
+}
+
+// TestSkipSchedule: an occurrence whose values the server refuses (a NUL
+// in its headers: 22P05) fails with a data error and enqueues nothing;
+// SkipSchedule then records its slot as gone without a message (Skipped),
+// never moving the last slot back; the next slot enqueued clears it.
+func TestSkipSchedule(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	t0 := time.Date(2026, 12, 6, 17, 0, 0, 0, time.UTC)
+	bad := queue.Occurrence{Schedule: "p", Slot: t0.Add(time.Minute), Now: t0, Stage: "a", Headers: map[string]string{"a": "\x00"}}
+	if _, err := db.FireSchedule(ctx, queue.Occurrence{Schedule: "p", Slot: t0, Now: t0, Stage: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.FireSchedule(ctx, bad)
+	if code, _ := queue.SQLState(err); code != "22P05" || !queue.IsDataError(err) || queue.IsOutage(err) {
+		t.Fatalf("a NUL in the headers: %v (data error %v), want SQLSTATE 22P05, a data error", err, queue.IsDataError(err))
+	}
+	run := func() queue.ScheduleRun {
+		t.Helper()
+		runs, err := db.Schedules(ctx)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("schedules %+v, %v", runs, err)
+		}
+		return runs[0]
+	}
+	if r := run(); r.Skipped() || r.LastSlot != nil {
+		t.Fatalf("before the skip: %+v", r)
+	}
+	for _, want := range []bool{true, false} { // the second time: not after the last slot
+		if moved, err := db.SkipSchedule(ctx, bad); err != nil || moved != want {
+			t.Fatalf("SkipSchedule: moved %v, %v; want %v", moved, err, want)
+		}
+	}
+	if moved, err := db.SkipSchedule(ctx, queue.Occurrence{Schedule: "p", Slot: t0.Add(30 * time.Second), Now: t0}); err != nil || moved {
+		t.Fatalf("SkipSchedule of an earlier slot: moved %v, %v", moved, err)
+	}
+	if r := run(); !r.Skipped() || !r.LastSlot.Equal(bad.Slot) || r.LastAt == nil {
+		t.Errorf("after the skip: %+v, want its slot skipped", r)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state"); n != 0 {
+		t.Errorf("%d messages, want none", n)
+	}
+	f, err := db.FireSchedule(ctx, queue.Occurrence{Schedule: "p", Slot: t0.Add(2 * time.Minute), Now: t0, Stage: "a"})
+	if err != nil || !f.Enqueued || !f.After.Equal(bad.Slot) {
+		t.Fatalf("the next slot: %+v, %v", f, err)
+	}
+	if r := run(); r.Skipped() || r.LastID == nil || *r.LastID != f.ID {
+		t.Errorf("after the next slot: %+v", r)
+	}
+	for _, code := range []string{"22P05", "22021", "23514", "54000"} {
+		if err := (&pgconn.PgError{Code: code}); !queue.IsDataError(err) {
+			t.Errorf("SQLSTATE %s: not a data error", code)
+		}
+	}
+	for _, code := range []string{"23505", "40001", "42501", "57P01", "08006"} {
+		if err := (&pgconn.PgError{Code: code}); queue.IsDataError(err) {
+			t.Errorf("SQLSTATE %s: a data error", code)
+		}
 	}
 }
