@@ -62,6 +62,14 @@ func IsReadOnly(err error) bool {
 	return errors.Is(err, errRecovery) || code == pgerrcode.ReadOnlySQLTransaction
 }
 
+// MayNotWrite reports whether err is the server refusing this session a
+// write: a read-only transaction or standby (IsReadOnly), or a role
+// without the privilege (42501).
+func MayNotWrite(err error) bool {
+	code, _ := SQLState(err)
+	return IsReadOnly(err) || code == pgerrcode.InsufficientPrivilege
+}
+
 // IsServerShutdown reports whether err says the server is shutting down,
 // has crashed or does not take connections yet.
 func IsServerShutdown(err error) bool {
