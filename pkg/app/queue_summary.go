@@ -241,4 +241,3 @@ func unconfigured(cfg *config.Config, counts []admin.Count) []string {
 	}
 	return lines
 }
-
