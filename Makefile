@@ -45,6 +45,7 @@ MANDIR   ?= $(PREFIX)/share/man
 ALIASES  := pepsi-dispatch pepsi-enqueue pepsi-queue pepsi-stats pepsi-migrate pepsi-httpd pepsi-doctor
 
 PKGS      ?= ./...
+MODULE    := github.com/pepsi-dev/pepsi
 TESTFLAGS ?=
 TIMEOUT   ?= 12m
 BENCH     ?= .
@@ -72,7 +73,10 @@ build:
 	$(GO) build $(GOFLAGS_BUILD) -ldflags '$(LDFLAGS)' -o bin/pepsi ./cmd/pepsi
 
 # gofmt over every .go file outside .git, bin, vendor and the private cluster.
+# Each check of make test says its name as it starts ("==> NAME"), so that
+# its minutes are never silent.
 fmt-check:
+	@echo "==> gofmt"
 	@files=$$(find . \( -name .git -o -name .pg-local -o -name bin -o -name vendor \) -prune \
 		-o -name '*.go' -type f -print); \
 	if [ -z "$$files" ]; then echo "gofmt: no Go files"; exit 0; fi; \
@@ -83,18 +87,23 @@ fmt-check:
 	fi; echo "gofmt: ok"
 
 vet:
+	@echo "==> go vet"
 	$(GO) vet $(PKGS)
 
 # staticcheck on PATH (or in GOPATH/bin) if there is one, else this version
 # fetched from the Go module proxy and run; it stays out of go.mod.
+# .ci/run installs it first (go install …@$(STATICCHECK_VERSION)).
 STATICCHECK_VERSION ?= v0.8.2
 staticcheck:
+	@echo "==> staticcheck"
 	@sc=$$(command -v staticcheck || ls "$$($(GO) env GOPATH)/bin/staticcheck" 2>/dev/null); \
 	if [ -n "$$sc" ]; then echo "$$sc $(PKGS)"; "$$sc" $(PKGS); \
-	else echo "go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)"; \
+	else echo "staticcheck is not installed: go run fetches and builds it the first time (go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) puts it where make finds it)"; \
+		echo "go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)"; \
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS); fi
 
 lint-man:
+	@echo "==> man pages"
 	@bash scripts/lint-man
 
 # The pages are written by hand in roff; "building" them is checking them:
@@ -130,6 +139,9 @@ test: fmt-check vet staticcheck lint-man
 	@race='$(RACE)'; if [ -z "$$race" ]; then echo "make test: WARNING: running WITHOUT -race (needs cgo and a C compiler: apt-get install -y gcc)" >&2; fi
 	@dsn=$$(bash scripts/test-dsn) || exit 1; \
 	echo "PEPSI_TEST_DSN=$$dsn"; \
+	pkgs=$$($(GO) list $(PKGS)) || exit 1; \
+	echo "==> go test $(RACE), packages: $$(echo "$$pkgs" | wc -l); it builds them first, then prints a line for each as it ends, in this order:"; \
+	echo "   " $$(echo "$$pkgs" | sed 's|^$(MODULE)/*||; s|^$$|.|'); \
 	PEPSI_TEST_DSN="$$dsn" $(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) $(TESTFLAGS) $(PKGS)
 
 # The bench module (bench/, a Go module of its own: River stays out of

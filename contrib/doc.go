@@ -5,8 +5,10 @@
 //	shell/stage.sh POSIX sh and psql, calling the SQL API
 //	python/stage.py Python 3 and psycopg2 (Debian: python3-psycopg2)
 //
-// and the demo pipeline that `make demo` runs (demo/). The tests in this
-// directory run each example under a real dispatcher.
+// the demo pipeline that `make demo` runs (demo/), and the configuration
+// of README's "A pipeline of your own" (pipeline/pepsi.conf, two stages of
+// go/stage). The tests in this directory run each example under a real
+// dispatcher, and follow that README section.
 //
 // Each example adds the header STAGE = LANGUAGE to the message it is
 // given, fails an empty payload ("empty payload"), pauses the payload

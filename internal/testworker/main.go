@@ -5,7 +5,8 @@
 // Actions: advance:NEXT, finish, pause:INTERVAL, pauseonce:INTERVAL (pause on
 // the first attempt, finish after), fail:REASON, exit:N (answer N), noop
 // (answer 0 without moving), crash (exit before answering), crashafter
-// (finish, then exit before answering), advcrash:NEXT, hang, garbage, long
+// (finish, then exit before answering), lockfinish (finish in a pass that
+// locks the message's row first), advcrash:NEXT, hang, garbage, long
 // (a 70 KiB line), extra (finish and answer twice), slow:DURATION (then
 // finish), fused:STAGE (finish and report STAGE=0.25), closeout (close
 // stdout and keep running), stderr:COUNTxSIZE (write COUNT lines of SIZE
@@ -115,6 +116,14 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 	}
 	finish := func() error { return pass("SELECT pepsi.finish($1)", id) }
 	switch action {
+	case "lockfinish":
+		// As pkg/worker and README's Python stage do: the row locked
+		// first, for the whole pass.
+		b := &pgx.Batch{}
+		b.Queue("SELECT FROM pepsi.state WHERE id = $1 AND status = 'running' FOR UPDATE", id)
+		b.Queue("INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid())
+		b.Queue("SELECT pepsi.finish($1)", id)
+		return "0\n", conn.SendBatch(ctx, b).Close()
 	case "advance":
 		return "0\n", pass("SELECT pepsi.advance($1, $2)", id, arg)
 	case "finish":

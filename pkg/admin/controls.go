@@ -137,6 +137,10 @@ type ControlResult struct {
 	// does.
 	Running int64
 	Holder  *queue.LockHolder
+	// Busy are running messages, among Running, that Cancel did not wait
+	// for: a stage's pass holds their row locked (pkg/worker's does), and
+	// ends as the stage decides.
+	Busy []int64
 }
 
 // control is one of the message controls.
@@ -257,11 +261,12 @@ func (db *DB) controlIDs(ctx context.Context, c control, p ControlParams, apply 
 			return err
 		}
 		if len(running) > 0 && c.verb == cancelControl.verb {
-			n, err := db.cancelRunning(ctx, tx, running, p)
+			n, busy, err := db.cancelRunning(ctx, tx, running, p)
 			if err != nil {
 				return err
 			}
 			res.Changed += n
+			res.Busy = busy
 		}
 		// What is running now (the claim may have taken some meanwhile).
 		if err := tx.QueryRow(ctx, "SELECT count(*), coalesce(min("+queue.HandedAt+"), '') FROM pepsi.state WHERE id = ANY($1) AND status = 'running'", ids).
@@ -289,21 +294,35 @@ var errDryRun = errors.New("dry run")
 // cancelRunning cancels the running messages among ids: all of them with
 // p.Force, else those no dispatcher holds (as Redrive decides: the
 // single-dispatcher lock and their stages' locks taken shared for the
-// transaction, so that no dispatcher starts and claims meanwhile).
-func (db *DB) cancelRunning(ctx context.Context, tx pgx.Tx, ids []int64, p ControlParams) (int64, error) {
+// transaction, so that no dispatcher starts and claims meanwhile). It
+// does not wait for a row a stage's pass holds locked (a stage that locks
+// its message first holds it until its pass ends, which may be minutes,
+// and then moves it on, leaving nothing to cancel): it returns those as
+// busy, for the operator to hear at once.
+func (db *DB) cancelRunning(ctx context.Context, tx pgx.Tx, ids []int64, p ControlParams) (int64, []int64, error) {
 	if !p.Force {
 		free, err := takeShared(ctx, tx)
 		if err != nil || !free {
-			return 0, err
+			return 0, nil, err
 		}
 		if err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(id), '{}') FROM pepsi.state WHERE id = ANY($1) AND status = 'running' AND "+freeStage, ids).
 			Scan(&ids); err != nil || len(ids) == 0 {
-			return 0, err
+			return 0, nil, err
 		}
 	}
+	var locked, busy []int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM (
+		SELECT id FROM pepsi.state WHERE id = ANY($1) AND status = 'running' FOR UPDATE SKIP LOCKED) r`, ids).Scan(&locked); err != nil {
+		return 0, nil, err
+	}
+	// Skipped: locked rows, and rows no longer running, which are not busy.
+	if err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM pepsi.state WHERE id = ANY($1) AND status = 'running' AND NOT id = ANY($2)",
+		ids, locked).Scan(&busy); err != nil {
+		return 0, nil, err
+	}
 	var n int64
-	err := tx.QueryRow(ctx, "SELECT pepsi.cancel($1, $2, true)", ids, p.By).Scan(&n)
-	return n, err
+	err := tx.QueryRow(ctx, "SELECT pepsi.cancel($1, $2, true)", locked, p.By).Scan(&n)
+	return n, busy, err
 }
 
 // runningHolder fills in the dispatcher that holds res.Running rows (the

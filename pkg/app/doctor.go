@@ -163,7 +163,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, idle time.Duration) []do
 	db, err := admin.Open(cctx, doctorDSN(cfg.DSN), queue.Options{App: "pepsi doctor", MaxConns: 2})
 	cancel()
 	if err != nil {
-		return []doctorResult{{Check: "database", Status: statusFail, Message: "cannot connect: " + err.Error(),
+		return []doctorResult{{Check: "database", Status: statusFail, Message: "cannot connect: " + strings.TrimPrefix(err.Error(), "connect: "),
 			Action: "check DSN in [database] of " + cfgName(cfg) + " (or PEPSI_DSN) and that PostgreSQL runs"}}
 	}
 	defer db.Close()

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -290,6 +291,15 @@ func TestManStats(t *testing.T) {
 	for _, f := range slices.Concat(stageFields, dispatchFields) {
 		if !hasTerm(tags, f.Name) {
 			t.Errorf("pepsi-stats.1: column %s is not an entry", f.Name)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(manDir, "pepsi-stats.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range slices.Concat(slices.Collect(maps.Values(stageLabels)), slices.Collect(maps.Values(dispatchLabels))) {
+		if !strings.Contains(string(raw), "\n.BR "+l+" .\n") {
+			t.Errorf("pepsi-stats.1: the table's name %s for a counter is not given", l)
 		}
 	}
 	_, dsn := pgtest.New(t)

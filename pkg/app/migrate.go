@@ -144,7 +144,7 @@ func connect(c *cli.Context) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(c.Context, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, fmt.Errorf("connect: %w", queue.DescribeConnect(err))
 	}
 	return conn, nil
 }

@@ -54,7 +54,10 @@ func queueCommand() *cli.Command {
 // named after the command (visible in pg_stat_activity), on a database
 // whose schema is current, and admits what pepsi.enqueue() left in
 // pepsi.ingress, so that the command sees every message enqueued before
-// it started (a dispatcher admits them at its next poll anyway).
+// it started (a dispatcher admits them at its next poll anyway). A session
+// that may not write (a read-only role, a standby, a role with SELECT
+// only) admits nothing: the commands that look show what waits in
+// pepsi.ingress as enqueued, and those that write fail at their own write.
 func openQueue(c *cli.Context) (*admin.DB, *config.Config, error) {
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -71,7 +74,7 @@ func openQueue(c *cli.Context) (*admin.DB, *config.Config, error) {
 		db.Close()
 		return nil, nil, err
 	}
-	if _, err := db.Admit(c.Context); err != nil {
+	if _, err := db.Admit(c.Context); err != nil && !queue.MayNotWrite(err) {
 		db.Close()
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -223,9 +224,10 @@ var (
 			"alone while a dispatcher holds it (exit 1), unless --force: then it is\n" +
 			"cancelled at once and the outcome of its pass is ignored (the stage's own\n" +
 			"move is refused, which rolls back the work of its transaction; a move on\n" +
-			"its status line is not made). By ID, every ID must exist or nothing\n" +
-			"changes; finished messages are left as they are. Prints how many were\n" +
-			"cancelled.",
+			"its status line is not made), except in a pass that holds its row\n" +
+			"locked (pkg/worker's): that one is named busy, not waited for (exit 1).\n" +
+			"By ID, every ID must exist or nothing changes; finished messages are left\n" +
+			"as they are. Prints how many were cancelled.",
 		force: true,
 	}
 )
@@ -315,6 +317,14 @@ func pronoun(n int64) string {
 func runningError(m messageControl, res admin.ControlResult) error {
 	if res.Running == 0 {
 		return nil
+	}
+	if len(res.Busy) > 0 {
+		ids := make([]string, len(res.Busy))
+		for i, id := range res.Busy {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		return fmt.Errorf("busy, not cancelled: %s (its stage's pass holds the row locked, as pkg/worker's does, and ends as the stage decides; cancel again after the pass if it is still running)",
+			strings.Join(ids, " "))
 	}
 	n := plural(res.Running, "running message")
 	if !m.force {

@@ -121,7 +121,10 @@ func queueLs(c *cli.Context) error {
 		}
 		p.AfterID = rows[len(rows)-1].ID
 	}
-	return out.Flush()
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	return noteEnqueued(c, db, p)
 }
 
 // lsParams reads the filters of ls.

@@ -19,7 +19,9 @@ func queueSummaryCommand() *cli.Command {
 		Usage: "count the messages per stage and status (the default)",
 		Description: "Prints a table of the messages per stage and status, with each stage's\n" +
 			"total, how long its oldest pending message has waited and when its next\n" +
-			"paused message (a retry, or a scheduled message) is due, a line of totals,\n" +
+			"paused message (a retry, or a scheduled message) is due (a configured stage\n" +
+			"keeps its line, with zeros), a line of totals,\n" +
+			"a line for each stage with messages enqueued but not yet admitted,\n" +
 			"a line for each paused stage (who paused it, when and why),\n" +
 			"a line for each stage with waiting messages that the configuration lacks,\n" +
 			"a line for each stage with KEY (as its dispatcher set it at start),\n" +
@@ -111,6 +113,15 @@ func queueSummary(c *cli.Context) error {
 		}
 		return append(r, strconv.FormatInt(l.total, 10), age, next)
 	}
+	// A configured stage keeps its line when it has no message, as on the
+	// dashboard: an operator looks for it there.
+	for _, s := range cfg.StageNames() {
+		if lines[s] == nil {
+			lines[s] = &line{n: map[queue.Status]int64{}}
+			order = append(order, s)
+		}
+	}
+	slices.Sort(order)
 	for s, t := range due {
 		if l := lines[s]; l != nil {
 			l.due = t
@@ -131,6 +142,9 @@ func queueSummary(c *cli.Context) error {
 		if _, err := fmt.Fprintln(c.App.Writer, printable(l)); err != nil {
 			return err
 		}
+	}
+	if err := printEnqueued(c, db); err != nil {
+		return err
 	}
 	for _, p := range paused {
 		if _, err := fmt.Fprintf(c.App.Writer, "stage %s: %s\n", printable(p.Stage), pauseText(p, now)); err != nil {

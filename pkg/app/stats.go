@@ -272,6 +272,23 @@ var (
 	dispatchFields = counterFields(reflect.TypeFor[queue.DispatchStats]())
 )
 
+// The table's names for counters whose column name misleads: a stage's
+// failed counts failed passes, and a pass that fails its message
+// (pepsi.fail) is an ok pass; the dispatcher's counts messages that ended
+// failed, at any stage. JSON and Prometheus keep the columns' names.
+var (
+	stageLabels    = map[string]string{"failed": "failed_passes"}
+	dispatchLabels = map[string]string{"failed": "failed_messages"}
+)
+
+// label returns f's name in the table, as labels renames it.
+func (f statsField) label(labels map[string]string) string {
+	if l, ok := labels[f.Name]; ok {
+		return l
+	}
+	return f.Name
+}
+
 // value returns field f of the struct v points to.
 func (f statsField) value(v any) float64 {
 	x := reflect.ValueOf(v).Elem().Field(f.Index)
@@ -295,7 +312,7 @@ func (f statsField) text(v any) string {
 func writeStatsTable(w io.Writer, s *statsSnapshot) error {
 	header := []string{"STAGE"}
 	for _, f := range stageFields {
-		header = append(header, f.Name)
+		header = append(header, f.label(stageLabels))
 	}
 	header = append(header, "updated_at")
 	rows := make([][]string, len(s.Stages))
@@ -315,7 +332,7 @@ func writeStatsTable(w io.Writer, s *statsSnapshot) error {
 	}
 	rows = rows[:0]
 	for _, f := range dispatchFields {
-		rows = append(rows, []string{f.Name, f.text(&s.Dispatch)})
+		rows = append(rows, []string{f.label(dispatchLabels), f.text(&s.Dispatch)})
 	}
 	rows = append(rows, []string{"updated_at", fmtTime(s.Dispatch.UpdatedAt)})
 	return printTable(w, []string{"DISPATCH", "VALUE"}, rows)

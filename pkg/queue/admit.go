@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // admitMost bounds one Admit: producers that enqueue as fast as it admits
@@ -31,4 +33,25 @@ func (db *DB) Admit(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// Enqueued counts the messages waiting in pepsi.ingress per stage:
+// enqueued, not yet admitted. A session that may not admit them (see
+// MayNotWrite) shows them so.
+func (db *DB) Enqueued(ctx context.Context) (map[string]int64, error) {
+	rows, err := db.pool.Query(ctx, `SELECT stage, count(*) FROM pepsi.ingress GROUP BY stage`)
+	if err != nil {
+		return nil, fmt.Errorf("count enqueued messages: %w", err)
+	}
+	n := map[string]int64{}
+	var stage string
+	var c int64
+	_, err = pgx.ForEachRow(rows, []any{&stage, &c}, func() error {
+		n[stage] = c
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count enqueued messages: %w", err)
+	}
+	return n, nil
 }

@@ -115,7 +115,7 @@ func OpenPool(ctx context.Context, dsn string, o Options) (*pgxpool.Pool, error)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect: %w", describe(err))
+		return nil, fmt.Errorf("connect: %w", DescribeConnect(err))
 	}
 	return pool, nil
 }

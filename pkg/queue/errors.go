@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,9 +14,9 @@ import (
 // pepsi acts on is named here, and the other packages ask these functions
 // instead of comparing codes.
 
-// describe shortens a connection error to its cause, keeping the
-// *pgconn.ConnectError in the chain for IsConnectFailure.
-func describe(err error) error {
+// DescribeConnect shortens a connection error to its cause, on one line,
+// keeping the *pgconn.ConnectError in the chain for IsConnectFailure.
+func DescribeConnect(err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return &connectError{ce}
@@ -24,7 +26,22 @@ func describe(err error) error {
 
 type connectError struct{ ce *pgconn.ConnectError }
 
-func (e *connectError) Error() string { return e.ce.Unwrap().Error() }
+// Error gives each attempt's error once, on one line: pgconn puts one
+// attempt a line, and tries a host twice under sslmode=prefer (with TLS,
+// then without). A missing database is told how to be created.
+func (e *connectError) Error() string {
+	var causes []string
+	for _, l := range strings.Split(e.ce.Unwrap().Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(causes, l) {
+			causes = append(causes, l)
+		}
+	}
+	msg := strings.Join(causes, "; ")
+	if code, _ := SQLState(e.ce); code == pgerrcode.InvalidCatalogName && e.ce.Config != nil {
+		msg += "; create it: createdb " + e.ce.Config.Database
+	}
+	return msg
+}
 func (e *connectError) Unwrap() error { return e.ce }
 
 // SQLState returns the SQLSTATE of the server error in err's chain, and
@@ -74,6 +91,14 @@ func IsDataError(err error) bool {
 func IsReadOnly(err error) bool {
 	code, _ := SQLState(err)
 	return errors.Is(err, errRecovery) || code == pgerrcode.ReadOnlySQLTransaction
+}
+
+// MayNotWrite reports whether err is the server refusing this session a
+// write: a read-only transaction or standby (IsReadOnly), or a role
+// without the privilege (42501).
+func MayNotWrite(err error) bool {
+	code, _ := SQLState(err)
+	return IsReadOnly(err) || code == pgerrcode.InsufficientPrivilege
 }
 
 // IsServerShutdown reports whether err says the server is shutting down,

@@ -101,3 +101,9 @@ const ClaimKeyedSQL = claimKeyedSQL
 
 // LocalSQL is the statement that sets a turn's transaction's settings.
 var LocalSQL = localSQL
+
+// MigrateOnlyFSForTest is MigrateWith over the migrations of fsys alone.
+func MigrateOnlyFSForTest(ctx context.Context, conn *pgx.Conn, fsys fstest.MapFS, o MigrateOptions) ([]Migration, error) {
+	o.fsys = fsys
+	return MigrateWith(ctx, conn, o)
+}

@@ -60,7 +60,7 @@ func (db *DB) SetFlowKeys(ctx context.Context, stages []string, keys []FlowKey) 
 		}
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("setting the stages' KEY (%s): %w", strings.Join(changed, ", "), describe(err))
+		return nil, 0, fmt.Errorf("setting the stages' KEY (%s): %w", strings.Join(changed, ", "), DescribeConnect(err))
 	}
 	return changed, rows, nil
 }

@@ -39,7 +39,7 @@ func Dial(ctx context.Context, dsn, channel string) (*Listener, error) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", describe(err))
+		return nil, fmt.Errorf("connect: %w", DescribeConnect(err))
 	}
 	return &Listener{conn: conn, channel: channel}, nil
 }
@@ -60,7 +60,7 @@ func OpenConn(ctx context.Context, dsn, what string) (*pgx.Conn, error) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", describe(err))
+		return nil, fmt.Errorf("connect: %w", DescribeConnect(err))
 	}
 	return conn, nil
 }

@@ -198,12 +198,19 @@ func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migra
 		return nil, fmt.Errorf("take migration lock: %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLock)) //nolint:errcheck
-	if _, err := conn.Exec(ctx, migrationBootstrap); err != nil {
-		return nil, fmt.Errorf("create migration table: %w", err)
+	have, err := checkOwnSchema(ctx, conn)
+	if err != nil {
+		return nil, err
 	}
 	var current int
-	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM pepsi.schema_migration").Scan(&current); err != nil {
-		return nil, err
+	if have {
+		if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM pepsi.schema_migration").Scan(&current); err != nil {
+			return nil, err
+		}
+	} else if len(ms) == 0 {
+		if _, err := conn.Exec(ctx, migrationBootstrap); err != nil {
+			return nil, fmt.Errorf("create migration table: %w", err)
+		}
 	}
 	if current > len(ms) {
 		return nil, fmt.Errorf("database schema is at version %d, newer than this pepsi knows (%d): upgrade pepsi", current, len(ms))
@@ -213,8 +220,10 @@ func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migra
 		return nil, err
 	}
 	var applied []Migration
-	for _, m := range ms[current:] {
-		if err := applyMigration(ctx, conn, m, o); err != nil {
+	for i, m := range ms[current:] {
+		// A fresh database gets the migrations' table with its first
+		// migration, in one transaction: a failed migrate leaves nothing.
+		if err := applyMigration(ctx, conn, m, o, !have && i == 0); err != nil {
 			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
 		}
 		applied = append(applied, m)
@@ -229,9 +238,43 @@ func MigrateWith(ctx context.Context, conn *pgx.Conn, o MigrateOptions) ([]Migra
 	return applied, nil
 }
 
-// applyMigration runs m and records it, in one transaction (lockedTx).
-func applyMigration(ctx context.Context, conn *pgx.Conn, m Migration, o MigrateOptions) error {
+// checkOwnSchema reports whether the database has pepsi's migrations
+// table, and refuses a schema pepsi without it that holds anything: it is
+// someone else's, and a migrate into it would fail half-way or mix
+// pepsi's tables with theirs. An empty schema pepsi (made beforehand, to
+// choose its owner) is taken.
+func checkOwnSchema(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var have bool
+	var n int64
+	var first string
+	err := conn.QueryRow(ctx, `SELECT to_regclass('pepsi.schema_migration') IS NOT NULL, count(*), coalesce(min(name), '') FROM (
+		SELECT relname::text AS name FROM pg_class WHERE relnamespace = to_regnamespace('pepsi')
+		UNION ALL SELECT proname || '()' FROM pg_proc WHERE pronamespace = to_regnamespace('pepsi')
+		UNION ALL SELECT typname::text FROM pg_type
+		 WHERE typnamespace = to_regnamespace('pepsi') AND typrelid = 0 AND typcategory <> 'A') o`).Scan(&have, &n, &first)
+	if err != nil {
+		return false, fmt.Errorf("look at the schema pepsi: %w", err)
+	}
+	if !have && n > 0 {
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" and %d more", n-1)
+		}
+		return false, fmt.Errorf("schema pepsi exists and is not pepsi's: it holds pepsi.%s%s and no pepsi.schema_migration; "+
+			"nothing was created: migrate another database, or rename or drop that schema", first, more)
+	}
+	return have, nil
+}
+
+// applyMigration runs m and records it, in one transaction (lockedTx),
+// after creating the migrations' table when bootstrap is set.
+func applyMigration(ctx context.Context, conn *pgx.Conn, m Migration, o MigrateOptions, bootstrap bool) error {
 	return lockedTx(ctx, conn, m, o, func(tx pgx.Tx) error {
+		if bootstrap {
+			if _, err := tx.Exec(ctx, migrationBootstrap); err != nil {
+				return fmt.Errorf("create migration table: %w", err)
+			}
+		}
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return err
 		}

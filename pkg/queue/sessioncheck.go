@@ -152,7 +152,7 @@ func probeConn(ctx context.Context, cfg *pgx.ConnConfig, check string) (conn *pg
 	cfg.RuntimeParams["application_name"] = fmt.Sprintf("pepsi dispatch %s pid %d on %s", check, os.Getpid(), host)
 	conn, err = pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", describe(err))
+		return nil, nil, fmt.Errorf("connect: %w", DescribeConnect(err))
 	}
 	return conn, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
