@@ -164,10 +164,10 @@ func TestCheckInvariants(t *testing.T) {
 			fmt.Sprintf("1 messages without a state row (first: %d)", ids[5]),
 			"dispatch_stats.done = 2, rows done = 1",
 			"dispatch_stats.failed = 0, rows failed = 1",
-			"claimed 9 != done 2 + failed 0 + paused 0 + requeued 0 + reset 1",
+			"claimed 9 != done 2 + failed 0 + paused 0 + requeued 0 + reset 1 + cancelled 0",
 		}},
 		{[]Check{Settled, RowsOnly}, []string{
-			fmt.Sprintf("3 messages neither done nor failed (first: %d, pending at a)", ids[0]),
+			fmt.Sprintf("3 messages not finished (first: %d, pending at a)", ids[0]),
 			fmt.Sprintf("1 failed messages without a reason (first: %d)", ids[3]),
 			fmt.Sprintf("1 messages without a state row (first: %d)", ids[5]),
 		}},
