@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 )
 
 // Status is the state of a message's queue row.
@@ -148,11 +150,11 @@ func (db *DB) Reset() { db.pool.Reset() }
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // Retry runs fn, re-running it a few times while it fails transiently
-// (IsTransient).
+// (pgerr.IsTransient).
 func Retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		if err = fn(); err == nil || !IsTransient(err) || ctx.Err() != nil {
+		if err = fn(); err == nil || !pgerr.IsTransient(err) || ctx.Err() != nil {
 			return err
 		}
 	}
