@@ -1,7 +1,7 @@
 // Package queue is the dispatcher's store, pepsi's data access layer for
 // the dispatcher and for producers: every SQL statement they run lives
 // here (the schema lives in sql/; the operator's reads and repairs are
-// pkg/admin's; pepsi bench keeps its own tables and fixtures in pkg/bench).
+// pkg/admin's; the lab, in bench/, keeps its own tables and fixtures).
 package queue
 
 import (
