@@ -186,7 +186,7 @@ func TestFailureGroups(t *testing.T) {
 func TestPayloadHead(t *testing.T) {
 	t.Parallel()
 	db, _, ctx := newDB(t)
-	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{[]byte("0123456789")}})
+	ids, err := db.Store.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{[]byte("0123456789")}})
 	if err != nil {
 		t.Fatal(err)
 	}

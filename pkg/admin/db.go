@@ -12,10 +12,10 @@ import (
 )
 
 // DB is a pepsi database as the operator's commands, the dashboard and
-// /metrics use it: the dispatcher's store (queue.DB, for what they share
-// with it) with this package's reads and repairs, on one pool.
+// /metrics use it: this package's reads and repairs, and the few of the
+// dispatcher's store they share with it (store.go), on one pool.
 type DB struct {
-	*queue.DB
+	q    *queue.DB // the dispatcher's store, on pool
 	pool *pgxpool.Pool
 }
 
@@ -26,8 +26,14 @@ func Open(ctx context.Context, dsn string, o queue.Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{DB: queue.New(pool, o.Writer), pool: pool}, nil
+	return &DB{q: queue.New(pool, o.Writer), pool: pool}, nil
 }
+
+// Close closes every connection of the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping checks that the server answers.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // ErrNotFound is returned when a message id does not exist.
 var ErrNotFound = errors.New("no such message")

@@ -23,11 +23,12 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// testDB is a test database: pkg/admin's handle on it, and Pool for the
-// test's own statements (pgtest.DB's).
+// testDB is a test database: pkg/admin's handle on it, and pgtest.DB's
+// Store (a producer's, for fixtures) and Pool (the test's own statements).
 type testDB struct {
 	*admin.DB
-	Pool *pgxpool.Pool
+	Store *queue.DB
+	Pool  *pgxpool.Pool
 }
 
 // newDB is pgtest.New with an admin.DB on the database, its sessions
@@ -41,7 +42,7 @@ func newDB(t testing.TB) (*testDB, string, context.Context) {
 		t.Fatalf("admin.Open: %v", err)
 	}
 	t.Cleanup(db.Close) // before pgtest drops the database
-	return &testDB{DB: db, Pool: pg.Pool}, dsn, ctx
+	return &testDB{DB: db, Store: pg.DB, Pool: pg.Pool}, dsn, ctx
 }
 
 // seed inserts n messages at stage with the given status straight into the

@@ -370,7 +370,7 @@ func (db *DB) held(ctx context.Context, sel selection, all bool) (int64, string,
 // count is a dry run of batches.
 func (db *DB) count(ctx context.Context, sel selection) (Repair, error) {
 	var res Repair
-	d, err := db.LockHolder(ctx)
+	d, err := db.q.LockHolder(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -416,7 +416,7 @@ func (db *DB) holder(ctx context.Context, res *Repair, stage string) error {
 			return nil
 		}
 	}
-	d, err := db.LockHolder(ctx)
+	d, err := db.q.LockHolder(ctx)
 	if err != nil {
 		return err
 	}

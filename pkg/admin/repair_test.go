@@ -399,17 +399,17 @@ func TestRedriveHandedRunning(t *testing.T) {
 func TestRedrivePriorityKey(t *testing.T) {
 	t.Parallel()
 	db, _, ctx := newDB(t)
-	a, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k", Priority: 4})
+	a, _, err := db.Store.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k", Priority: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exec(t, db, "UPDATE pepsi.state SET status = 'failed' WHERE id = $1", a)
-	b, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
+	b, _, err := db.Store.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
 	if err != nil || b == a {
 		t.Fatalf("key k after failure: %d (first %d), %v", b, a, err)
 	}
 	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", b)
-	c, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
+	c, _, err := db.Store.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestRedrivePriorityKey(t *testing.T) {
 	}
 	// Two finished with one key, redriven together: the lower id keeps it.
 	exec(t, db, "UPDATE pepsi.state SET status = 'done' WHERE id = $1", c)
-	d, _, err := db.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
+	d, _, err := db.Store.EnqueueKeyed(ctx, queue.Keyed{Stage: "a", Key: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,10 +453,10 @@ func TestRedrivePriorityKey(t *testing.T) {
 func TestRedriveFlowKey(t *testing.T) {
 	t.Parallel()
 	db, _, ctx := newDB(t)
-	if _, _, err := db.SetFlowKeys(ctx, []string{"k", "plain"}, []queue.FlowKey{{Stage: "plain", Header: "customer", Limit: 3}}); err != nil {
+	if _, _, err := db.Store.SetFlowKeys(ctx, []string{"k", "plain"}, []queue.FlowKey{{Stage: "plain", Header: "customer", Limit: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "k", Headers: map[string]string{"customer": "c"}, Payloads: make([][]byte, 1)})
+	ids, err := db.Store.EnqueueBulk(ctx, queue.Bulk{Stage: "k", Headers: map[string]string{"customer": "c"}, Payloads: make([][]byte, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}

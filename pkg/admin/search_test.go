@@ -74,7 +74,7 @@ func TestSearch(t *testing.T) {
 	db, _, ctx := newDB(t)
 	enqueue := func(headers map[string]string, payload string) int64 {
 		t.Helper()
-		ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Headers: headers, Payloads: [][]byte{[]byte(payload)}})
+		ids, err := db.Store.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Headers: headers, Payloads: [][]byte{[]byte(payload)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -14,7 +16,6 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
 	"github.com/pepsi-dev/pepsi/pkg/metrics"
-	"github.com/pepsi-dev/pepsi/pkg/worker"
 )
 
 func dispatchCommand() *cli.Command {
@@ -69,8 +70,11 @@ func runDispatch(c *cli.Context) error {
 	// bytes: on one processor their hand-offs are switches of that
 	// processor, not wake-ups of other threads (futex, work stealing),
 	// which took half of its CPU on two cores. The rule is a stage
-	// program's too (worker.OneProcessor).
-	worker.OneProcessor()
+	// program's too (worker.OneProcessor). GOMAXPROCS in the environment
+	// still rules.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	opts := dispatch.Options{Config: cfg, Log: log, Standby: c.Bool("standby")}
 	var m *metrics.Observer
 	if cfg.Dispatch.MetricsListen != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/dispatch"
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -397,7 +398,7 @@ func ddl(t *testing.T, db *pgtest.DB, sql string) {
 		if err == nil {
 			return
 		}
-		if !queue.IsTransient(err) || try == 20 {
+		if !pgerr.IsTransient(err) || try == 20 {
 			t.Fatal(err)
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // TestRecreateDrop: a database is made empty, made again from a DSN that
@@ -55,7 +55,7 @@ func TestRecreateDrop(t *testing.T) {
 	}
 	if _, err := pgx.Connect(ctx, dsn); err == nil {
 		t.Fatal("connected to a dropped database")
-	} else if code, _ := queue.SQLState(err); code != pgerrcode.InvalidCatalogName {
+	} else if code, _ := pgerr.SQLState(err); code != pgerrcode.InvalidCatalogName {
 		t.Fatalf("connect to a dropped database: %v, want SQLSTATE %s", err, pgerrcode.InvalidCatalogName)
 	}
 	if err := pgadmin.Drop(ctx, server, name); err != nil {

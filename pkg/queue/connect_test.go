@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/pgadmin"
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -32,7 +33,7 @@ func TestIsConnectFailure(t *testing.T) {
 			t.Errorf("%s: connected", tc.name)
 			continue
 		}
-		if got := queue.IsConnectFailure(err); got != tc.retry {
+		if got := pgerr.IsConnectFailure(err); got != tc.retry {
 			t.Errorf("%s: IsConnectFailure(%v) = %v, want %v", tc.name, err, got, tc.retry)
 		}
 	}

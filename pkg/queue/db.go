@@ -1,7 +1,7 @@
 // Package queue is the dispatcher's store, pepsi's data access layer for
 // the dispatcher and for producers: every SQL statement they run lives
 // here (the schema lives in sql/; the operator's reads and repairs are
-// pkg/admin's; pepsi bench keeps its own tables and fixtures in pkg/bench).
+// pkg/admin's; the lab, in bench/, keeps its own tables and fixtures).
 package queue
 
 import (
@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 )
 
 // Status is the state of a message's queue row.
@@ -148,11 +150,11 @@ func (db *DB) Reset() { db.pool.Reset() }
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // Retry runs fn, re-running it a few times while it fails transiently
-// (IsTransient).
+// (pgerr.IsTransient).
 func Retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		if err = fn(); err == nil || !IsTransient(err) || ctx.Err() != nil {
+		if err = fn(); err == nil || !pgerr.IsTransient(err) || ctx.Err() != nil {
 			return err
 		}
 	}

@@ -8,11 +8,13 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 )
 
-// What an error from the database means for its caller: every SQLSTATE
-// pepsi acts on is named here, and the other packages ask these functions
-// instead of comparing codes.
+// What an error from the store means for its caller. What PostgreSQL's
+// codes mean is pkg/pgerr's; the judgements here add the store's own
+// errors (errRecovery) to them.
 
 // DescribeConnect shortens a connection error to its cause, on one line,
 // keeping the *pgconn.ConnectError in the chain for IsConnectFailure.
@@ -44,34 +46,14 @@ func (e *connectError) Error() string {
 }
 func (e *connectError) Unwrap() error { return e.ce }
 
-// SQLState returns the SQLSTATE of the server error in err's chain, and
-// false when err holds none.
-func SQLState(err error) (string, bool) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code, true
-	}
-	return "", false
-}
+// SQLState is pgerr.SQLState.
+func SQLState(err error) (string, bool) { return pgerr.SQLState(err) }
 
-// IsConnectFailure reports whether err is a failure to reach the server,
-// which may go away when retried. A refused login (SQLSTATE class 28) or a
-// missing database (3D000) is not: retrying will not mend it.
-func IsConnectFailure(err error) bool {
-	var ce *pgconn.ConnectError
-	if !errors.As(err, &ce) {
-		return false
-	}
-	code, _ := SQLState(err)
-	return !pgerrcode.IsInvalidAuthorizationSpecification(code) && code != pgerrcode.InvalidCatalogName
-}
+// IsConnectFailure is pgerr.IsConnectFailure.
+func IsConnectFailure(err error) bool { return pgerr.IsConnectFailure(err) }
 
-// IsTransient reports whether err is a serialization failure or deadlock
-// that is worth re-running.
-func IsTransient(err error) bool {
-	code, _ := SQLState(err)
-	return code == pgerrcode.SerializationFailure || code == pgerrcode.DeadlockDetected
-}
+// IsServerShutdown is pgerr.IsServerShutdown.
+func IsServerShutdown(err error) bool { return pgerr.IsServerShutdown(err) }
 
 // IsDataError reports whether err says the server refused a statement for
 // the values it was given, which it will refuse again however often it is
@@ -89,7 +71,7 @@ func IsDataError(err error) bool {
 
 // IsReadOnly reports whether err says the server is a read-only standby.
 func IsReadOnly(err error) bool {
-	code, _ := SQLState(err)
+	code, _ := pgerr.SQLState(err)
 	return errors.Is(err, errRecovery) || code == pgerrcode.ReadOnlySQLTransaction
 }
 
@@ -101,16 +83,6 @@ func MayNotWrite(err error) bool {
 	return IsReadOnly(err) || code == pgerrcode.InsufficientPrivilege
 }
 
-// IsServerShutdown reports whether err says the server is shutting down,
-// has crashed or does not take connections yet.
-func IsServerShutdown(err error) bool {
-	switch code, _ := SQLState(err); code {
-	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow:
-		return true
-	}
-	return false
-}
-
 // IsOutage reports whether err says the database could not be reached or
 // used at all (a failed connect, a broken connection, a server shutting
 // down or read-only), as opposed to a statement the server refused.
@@ -118,9 +90,9 @@ func IsOutage(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if IsConnectFailure(err) || IsServerShutdown(err) || IsReadOnly(err) {
+	if pgerr.IsConnectFailure(err) || pgerr.IsServerShutdown(err) || IsReadOnly(err) {
 		return true
 	}
-	_, ok := SQLState(err)
+	_, ok := pgerr.SQLState(err)
 	return !ok // no SQLSTATE: the connection, not the statement, failed
 }

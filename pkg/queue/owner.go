@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 )
 
 // Stage ownership: each stage has at most one claiming dispatcher.
@@ -211,7 +213,7 @@ func (db *DB) SetFence(token int64, stages []string) {
 // IsFenced reports whether err is pepsi.fence's: the dispatcher's lock
 // session is gone.
 func IsFenced(err error) bool {
-	code, _ := SQLState(err)
+	code, _ := pgerr.SQLState(err)
 	return code == "55P03"
 }
 

@@ -10,12 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 func sqlState(err error) string {
-	code, _ := queue.SQLState(err)
+	code, _ := pgerr.SQLState(err)
 	return code
 }
 

@@ -12,8 +12,8 @@ import (
 	"syscall"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // Main runs fn as a stage program and exits; see the package documentation
@@ -74,7 +74,7 @@ func run(fn Func, mode Mode) int {
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-	if errors.Is(err, errConnLost) || queue.IsConnectFailure(err) {
+	if errors.Is(err, errConnLost) || pgerr.IsConnectFailure(err) {
 		return protocol.NotRun // its messages go back: the database, not they, failed
 	}
 	return 1

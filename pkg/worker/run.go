@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // Options configures Run.
@@ -398,7 +398,7 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, boo
 		if ctx.Err() != nil {
 			return protocol.Status{}, ctx.Err()
 		}
-		if queue.IsTransient(err) && pass < maxPasses && !r.lost() {
+		if pgerr.IsTransient(err) && pass < maxPasses && !r.lost() {
 			r.log.Warn("transient error; running the message again", "id", id, "pass", pass, "err", err)
 			continue
 		}

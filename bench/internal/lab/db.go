@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -78,7 +79,7 @@ func (b *bench) reset(ctx context.Context) error {
 	var err error
 	for range 5 {
 		_, err = b.sql.Exec(ctx, "TRUNCATE pepsi.state, pepsi.message, pepsi.ingress")
-		if err == nil || !queue.IsTransient(err) || ctx.Err() != nil {
+		if err == nil || !pgerr.IsTransient(err) || ctx.Err() != nil {
 			return err
 		}
 	}

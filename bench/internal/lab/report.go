@@ -105,7 +105,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\npepsi bench took %s\n", r.Took.Round(time.Second))
 }
 
-// PrintJSON writes the report as one JSON object, for programs (pepsi bench
+// PrintJSON writes the report as one JSON object, for programs (pepsi-bench
 // --format json): header lines, figures (key, name, value, unit, ceiling,
 // of, ratio, target, met, load; a ceiling or ratio of 0 is left out, and
 // a value that is not a finite number is null), notes and the run's
