@@ -37,3 +37,7 @@ func (db *DB) FlowKeys(ctx context.Context) ([]queue.FlowKey, error) { return db
 func (db *DB) Schedules(ctx context.Context) ([]queue.ScheduleRun, error) {
 	return db.q.Schedules(ctx)
 }
+
+// Enqueued counts the messages waiting in pepsi.ingress per stage:
+// enqueued, not yet admitted.
+func (db *DB) Enqueued(ctx context.Context) (map[string]int64, error) { return db.q.Enqueued(ctx) }
