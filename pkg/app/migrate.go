@@ -1,19 +1,14 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -193,44 +188,4 @@ func parseDSN(cfg *config.Config) (*pgx.ConnConfig, error) {
 		from = "PEPSI_DSN"
 	}
 	return nil, invalid("%s: %v", from, err)
-}
-
-// printTable writes a plain table: a header line and columns aligned with
-// two spaces between them, no borders, no trailing blanks (easy to read,
-// easy to cut and grep), each cell printable.
-func printTable(w io.Writer, header []string, rows [][]string) error {
-	var buf bytes.Buffer
-	t := tablewriter.NewTable(&buf,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Borders: tw.BorderNone,
-			Symbols: tw.NewSymbols(tw.StyleNone),
-			Settings: tw.Settings{
-				Lines:      tw.LinesNone,
-				Separators: tw.SeparatorsNone,
-			},
-		})),
-		tablewriter.WithPadding(tw.Padding{Right: "  ", Overwrite: true}),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignment(tw.AlignLeft),
-		tablewriter.WithRowAlignment(tw.AlignLeft),
-	)
-	t.Header(printableCells(header))
-	for _, r := range rows {
-		if err := t.Append(printableCells(r)); err != nil {
-			return err
-		}
-	}
-	if err := t.Render(); err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	for _, line := range strings.SplitAfter(buf.String(), "\n") {
-		if line == "" {
-			continue
-		}
-		out.WriteString(strings.TrimRight(line, " \n"))
-		out.WriteByte('\n')
-	}
-	_, err := w.Write(out.Bytes())
-	return err
 }

@@ -2,13 +2,10 @@ package app
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -84,19 +81,13 @@ func queueLs(c *cli.Context) error {
 			return nil
 		}
 	} else {
-		var cols *columns
+		tab := newTable(out, []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "PRIO", "KEY", "AGE", "TIMEOUT", "ERROR"})
 		emit = func(rows []admin.Row) error {
 			cells := make([][]string, len(rows))
 			for i := range rows {
 				cells[i] = lsCells(&rows[i], now)
 			}
-			if cols == nil {
-				cols = newColumns(out, []string{"ID", "STAGE", "STATUS", "ATTEMPTS", "PRIO", "KEY", "AGE", "TIMEOUT", "ERROR"}, cells)
-			}
-			for _, r := range cells {
-				cols.row(r)
-			}
-			return nil
+			return tab.write(cells)
 		}
 	}
 	listed := 0
@@ -216,41 +207,4 @@ func lsCells(r *admin.Row, now time.Time) []string {
 	}
 	return []string{strconv.FormatInt(r.ID, 10), r.Stage, string(r.Status), strconv.Itoa(r.Attempts),
 		strconv.Itoa(int(r.Priority)), key, fmtAge(now.Sub(r.UpdatedAt)), timeout, msg}
-}
-
-// columns writes a table as it goes: left-aligned columns two blanks apart,
-// no trailing blanks, each cell printable, like printTable, but with the
-// widths of the header and the first rows only, so that a long listing
-// streams in constant memory. A later, wider cell pushes the rest of its
-// line right.
-type columns struct {
-	w      io.Writer
-	widths []int
-	buf    []byte
-}
-
-func newColumns(w io.Writer, header []string, first [][]string) *columns {
-	c := &columns{w: w, widths: make([]int, len(header))}
-	for _, r := range append([][]string{header}, first...) {
-		for i, cell := range r {
-			c.widths[i] = max(c.widths[i], utf8.RuneCountInString(printable(cell)))
-		}
-	}
-	c.row(header)
-	return c
-}
-
-func (c *columns) row(cells []string) {
-	b := c.buf[:0]
-	for i, cell := range cells {
-		cell = printable(cell)
-		b = append(b, cell...)
-		if i < len(cells)-1 {
-			pad := c.widths[i] - utf8.RuneCountInString(cell) + 2
-			b = append(b, strings.Repeat(" ", max(pad, 1))...)
-		}
-	}
-	b = append(bytes.TrimRight(b, " "), '\n')
-	c.buf = b
-	c.w.Write(b) //nolint:errcheck // the bufio.Writer's Flush reports it
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,11 +234,15 @@ func TestQueueLs(t *testing.T) {
 	}
 }
 
-// TestQueueLsPages lists more rows than one query reads.
+// TestQueueLsPages lists more rows than one query reads. The table's
+// columns are sized by the first page; a later, wider cell is printed
+// whole.
 func TestQueueLsPages(t *testing.T) {
 	db, dsn := pgtest.New(t)
 	env(t, dsn, "")
 	ids := seedQueue(t, db, "parse", queue.Pending, 2*lsPage+5)
+	wide := ids[lsPage+2]
+	sqlExec(t, db, "UPDATE pepsi.state SET stage = 'parse-and-store', status = 'failed', error = 'stage said no to this one', attempts = 1 WHERE id = $1", wide)
 	for _, tc := range []struct {
 		limit string
 		want  []int64
@@ -262,6 +267,11 @@ func TestQueueLsPages(t *testing.T) {
 		table := pepsi(t, "", "queue", "ls", "--limit", tc.limit)
 		if n := strings.Count(table.stdout, "\n") - 1; n != len(tc.want) {
 			t.Fatalf("table --limit %s: %d rows, want %d", tc.limit, n, len(tc.want))
+		}
+		if slices.Contains(tc.want, wide) {
+			if re := regexp.MustCompile(`(?m)^` + strconv.FormatInt(wide, 10) + ` +parse-and-store +failed +1 .* stage said no to this one$`); !re.MatchString(table.stdout) {
+				t.Errorf("table --limit %s: no whole line for message %d", tc.limit, wide)
+			}
 		}
 	}
 }
