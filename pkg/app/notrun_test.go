@@ -24,7 +24,7 @@ while read id; do echo "75 # x"; done
 // TestNotRunSeen: a stage that answers 75 for ever is seen (issue 47):
 // the message carries the reason with no attempt counted and no history,
 // the stage's not_run counts the answers in pepsi stats and its
-// Prometheus text, one log line at info says so however many answers
+// Prometheus text, and the dispatcher's metrics, one log line at info says so however many answers
 // come within the minute, and pepsi doctor warns.
 func TestNotRunSeen(t *testing.T) {
 	bin := binary(t)
@@ -33,7 +33,7 @@ func TestNotRunSeen(t *testing.T) {
 	if err := os.WriteFile(stage, []byte(notRunStage), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env(t, dsn, "[pepsi-dispatch]\nSTATS_INTERVAL = 1\nSHUTDOWN_GRACE = 5\n\n[stage-a]\nPROGRAM = "+stage+"\nPARALLELISM = 1\n")
+	env(t, dsn, "[pepsi-dispatch]\nSTATS_INTERVAL = 1\nSHUTDOWN_GRACE = 5\nMETRICS_LISTEN = 127.0.0.1:0\n\n[stage-a]\nPROGRAM = "+stage+"\nPARALLELISM = 1\n")
 	ctx := context.Background()
 	ids, err := db.EnqueueBulk(ctx, queue.Bulk{Stage: "a", Payloads: [][]byte{nil}})
 	if err != nil {
@@ -81,6 +81,19 @@ func TestNotRunSeen(t *testing.T) {
 	r.wantCode(t, 0)
 	if m := regexp.MustCompile(`(?m)^pepsi_stage_not_run_total\{stage="a"\} ([0-9]+)$`).FindStringSubmatch(r.stdout); m == nil || m[1] == "0" {
 		t.Errorf("pepsi stats --format prometheus: no pepsi_stage_not_run_total for a above 0:\n%s", r.stdout)
+	}
+
+	// The dispatcher's own metrics count them as a result of their own.
+	var addr string
+	testkit.Wait(t, "the metrics address", time.Minute, func() bool {
+		m := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}, logs)
+	if v := sample(t, scrapeMetrics(t, "http://"+addr), "pepsi_stage_results_total", "stage", "a", "result", "not_run"); v < 3 {
+		t.Errorf("pepsi_stage_results_total{a, not_run} = %v, want at least 3", v)
 	}
 
 	// pepsi doctor warns, naming the stage.

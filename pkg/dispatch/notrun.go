@@ -44,6 +44,7 @@ func (d *Dispatcher) notRunBooked(p *pool, id int64, reason string, now time.Tim
 	v.Reason = reason
 	d.settles = append(d.settles, v)
 	d.tally.stage(p.cfg.Name).NotRun++
+	d.obs.Passed(p.cfg.Name, ResultNotRun, 0) // no pass: no busy time, as in the statistics
 	l := &p.notRun
 	l.count++
 	if !l.at.IsZero() && now.Sub(l.at) < notRunLogGap {
