@@ -70,9 +70,9 @@ func (b *bucket) batch(d time.Duration) int { return max(int(d/b.gap), 1) }
 // rateBatch is how long a stage out of tokens gathers them for its next
 // claim: a RATE costs a claim, a settle and a wake of each worker per
 // batch, not per message (100/s: 5 every 50 ms, twenty claims a second).
-// A longer batch would cost less but makes the count handed out in one
-// second swing by a batch (at 100 ms, ±10 % at 200/s). A slow one (20/s
-// or less) is claimed for one token at a time.
+// A longer batch would cost less but would make the count handed out in
+// one second swing by a whole batch. A slow one (20/s or less) is
+// claimed for one token at a time.
 const rateBatch = 50 * time.Millisecond
 
 // rateHold is the longest wait for a stage's tokens that the dispatcher
