@@ -22,7 +22,8 @@ while read id; do echo "75 # x"; done
 `
 
 // TestNotRunSeen: a stage that answers 75 for ever is seen (issue 47):
-// the message carries the reason with no attempt counted and no history,
+// the message carries the reason (pepsi queue ls and show) with no
+// attempt counted and no history,
 // the stage's not_run counts the answers in pepsi stats and its
 // Prometheus text, and the dispatcher's metrics, one log line at info says so however many answers
 // come within the minute, and pepsi doctor warns.
@@ -60,6 +61,13 @@ func TestNotRunSeen(t *testing.T) {
 	}, logs)
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pepsi.history"); n != 0 {
 		t.Errorf("%d history rows: an answer 75 is no failed pass", n)
+	}
+	// pepsi queue shows the reason beside the message.
+	if r := pepsi(t, "", "queue", "ls", "--stage", "a"); r.code != 0 || !strings.Contains(r.stdout, "stage a answered 75: not run") {
+		t.Errorf("pepsi queue ls: exit %d, no reason:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := pepsi(t, "", "queue", "show", strconv.FormatInt(id, 10)); r.code != 0 || !strings.Contains(r.stdout, reason) {
+		t.Errorf("pepsi queue show: exit %d, no reason:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// pepsi stats: the column, in the table, the JSON and the metrics.
