@@ -77,6 +77,7 @@ var doctorChecks = []doctorCheck{
 	{"wake", true, checkWake},
 	{"connections", true, checkConnections},
 	{"stages", true, checkStages},
+	{"not_run", true, checkNotRun},
 	{"ingress", true, checkIngress},
 	{"schedules", true, checkSchedules},
 }

@@ -46,10 +46,10 @@ func TestStatsTable(t *testing.T) {
 		t.Fatalf("stats:\n%s", r.stdout)
 	}
 	rows := fields(tables[0])
-	if strings.Join(rows[0], " ") != "STAGE processed failed_passes timeouts crashes cancelled busy_seconds updated_at" || len(rows) != 3 {
+	if strings.Join(rows[0], " ") != "STAGE processed failed_passes timeouts crashes not_run cancelled busy_seconds updated_at" || len(rows) != 3 {
 		t.Fatalf("stage table:\n%s", tables[0])
 	}
-	if got := strings.Join(rows[1][:7], " "); got != "parse 10 2 1 1 1 12.500" {
+	if got := strings.Join(rows[1][:8], " "); got != "parse 10 2 1 1 0 1 12.500" {
 		t.Errorf("parse row %q", got)
 	}
 	if got := strings.Join(rows[2][:7], " "); got != "store 7 0 0 0 0 0.250" {

@@ -70,8 +70,8 @@ type cell struct {
 
 // banner is one thing the overview says is wrong.
 type banner struct {
-	// Kind is no_dispatcher, unowned, paused, orphans, unconfigured or
-	// no_standby.
+	// Kind is no_dispatcher, unowned, paused, orphans, unconfigured,
+	// not_run or no_standby.
 	Kind     string `json:"kind"`
 	Text     string `json:"text"`
 	Link     string `json:"link,omitempty"`
@@ -92,6 +92,8 @@ type overviewPage struct {
 	// LostStandbys are the running dispatchers without the standby this
 	// server saw waiting for them before.
 	LostStandbys []lostStandby `json:"lost_standbys"`
+	// NotRun are the stages whose recent answers were mostly 75 (not run).
+	NotRun []queue.NotRunAnswers `json:"not_run"`
 	// Paused are the paused stages (pepsi queue pause), by name.
 	Paused    []admin.StagePause `json:"paused"`
 	Unowned   []string           `json:"unowned"` // while dispatchers run: the stages none owns
@@ -162,6 +164,13 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	}
 	if page.Paused == nil {
 		page.Paused = []admin.StagePause{}
+	}
+	if page.NotRun, err = db.NotRunStages(ctx, d.opts.StatsInterval); err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
+	if page.NotRun == nil {
+		page.NotRun = []queue.NotRunAnswers{}
 	}
 
 	rows := make(map[string]*stageRow, len(order))
@@ -309,6 +318,13 @@ func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, o
 					s, number(n), plural(n), s, them(n)), Link: queryOf("/messages", "stage", s), LinkText: "see them"})
 			}
 		}
+	}
+	for _, a := range page.NotRun {
+		out = append(out, banner{Kind: "not_run", Text: fmt.Sprintf(
+			"Stage %s answered 75 (not run) in %s of its last %s answer%s: those messages go back and are tried again every second, with no attempt counted. "+
+				"A stage should answer 75 only when it cannot reach its database; their errors say why.",
+			a.Stage, number(a.NotRun), number(a.NotRun+a.Passes), plural(a.NotRun+a.Passes)),
+			Link: queryOf("/messages", "stage", a.Stage, "status", string(queue.Paused)), LinkText: "see them"})
 	}
 	for _, l := range page.LostStandbys {
 		owns := "every stage"

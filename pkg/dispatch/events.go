@@ -46,7 +46,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		w.answered++
 		if st.Code == protocol.NotRun {
 			// The stage could not reach its database: no pass was made.
-			d.settles = append(d.settles, notRun(id, stage))
+			d.notRunAnswer(w.pool, id, st.Text, now)
 			w.headAt = now
 			continue
 		}
@@ -180,7 +180,7 @@ func (d *Dispatcher) exited(w *worker, err error) {
 	case w.inflight.len() > 0 && exitCode(err) == protocol.NotRun:
 		d.log.Warn("worker exited: its database is unreachable; its messages go back", "stage", p.cfg.Name,
 			"pid", w.proc.pid, "status", status, "outstanding", w.inflight.len())
-		d.abandonWith(w, func(p *pool, id int64) { d.settles = append(d.settles, notRun(id, p.cfg.Name)) })
+		d.abandonWith(w, func(p *pool, id int64) { d.notRunExit(p, id, d.now()) })
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")
 		}

@@ -21,6 +21,7 @@ type pool struct {
 	retry     queue.RetryPolicy
 	rate      *bucket // RATE's tokens; nil: no RATE
 	keys      *keys   // KEY's held keys; nil: no KEY
+	notRun    notRunLog
 }
 
 // live counts the workers that hold a PARALLELISM slot: all but those told to stop.

@@ -68,10 +68,12 @@ func (b *bucket) batch(d time.Duration) int { return max(int(d/b.gap), 1) }
 // without RATE costs one nil check a claim and a hand.
 
 // rateBatch is how long a stage out of tokens gathers them for its next
-// claim: a fast RATE costs a claim, a settle and a wake of each worker per
-// batch, not per message (200/s: 4 every 20 ms). A slow one (50/s or less)
-// is claimed for one token at a time.
-const rateBatch = 20 * time.Millisecond
+// claim: a RATE costs a claim, a settle and a wake of each worker per
+// batch, not per message (100/s: 5 every 50 ms, twenty claims a second).
+// A longer batch would cost less but would make the count handed out in
+// one second swing by a whole batch. A slow one (20/s or less) is
+// claimed for one token at a time.
+const rateBatch = 50 * time.Millisecond
 
 // rateHold is the longest wait for a stage's tokens that the dispatcher
 // spends awake: a hot poll with nothing else to claim for waits for them

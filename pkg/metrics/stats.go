@@ -29,6 +29,7 @@ var (
 		"failed":       "Passes of the stage that answered non-zero or broke the protocol.",
 		"timeouts":     "Workers of the stage killed because a message went unanswered for MAX_RUNTIME.",
 		"crashes":      "Workers of the stage that exited with messages outstanding.",
+		"not_run":      "Answers 75 of the stage (not run: its database unreachable): messages put back with no attempt counted.",
 		"cancelled":    "Passes of the stage whose message was cancelled while they ran; their outcome was ignored.",
 		"busy_seconds": "Seconds the stage's workers spent on messages.",
 	}

@@ -331,7 +331,7 @@ type Settle struct {
 	ID      int64
 	Stage   string
 	Verdict Verdict
-	Reason  string
+	Reason  string        // for PassFailed, and NotRun when set: the dispatch_error
 	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
 	Next    string        // for Advance: the stage to advance to
 	Delay   time.Duration // for Pause, and NotRun when set: how long to pause
@@ -366,7 +366,8 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 //   - ok: the stage answered 0 without moving it: failed, notMoved;
 //   - advance, finish, pause: the move the stage answered is made;
 //   - notrun: it never ran: pending (paused for delay when it is set),
-//     the claim's attempt taken back;
+//     the claim's attempt taken back, its dispatch_error the reason when
+//     there is one (a stage's answer 75: why it was not run);
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
@@ -434,7 +435,8 @@ WITH cur AS (
            attempts = CASE WHEN x.advanced OR x.verdict = 'advance' THEN 0
                            WHEN x.verdict = 'notrun' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
-           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
+           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('advance', 'finish', 'pause') OR x.verdict = 'notrun' AND x.reason = ''
+                                 THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
            flow_key = CASE WHEN NOT (x.advanced OR x.verdict = 'advance') THEN s.flow_key
