@@ -52,7 +52,7 @@ func TestStatsTable(t *testing.T) {
 	if got := strings.Join(rows[1][:8], " "); got != "parse 10 2 1 1 0 1 12.500" {
 		t.Errorf("parse row %q", got)
 	}
-	if got := strings.Join(rows[2][:7], " "); got != "store 7 0 0 0 0 0.250" {
+	if got := strings.Join(rows[2][:8], " "); got != "store 7 0 0 0 0 0 0.250" {
 		t.Errorf("store row %q", got)
 	}
 	want := map[string]string{"claimed": "20", "stage_passes": "19", "requeued": "7", "done": "6", "failed_messages": "2",
