@@ -86,15 +86,9 @@ func (d *Dispatcher) drainEvents() {
 	}
 }
 
-// woken marks every stage worth a claim and due paused rows worth a look.
-func (d *Dispatcher) woken() {
-	d.wakeGen++
-	d.waker.woken(d.now())
-	for _, p := range d.pools {
-		p.more = true
-	}
-	d.checkPause = true
-}
+// woken tells the planner there may be work: a notification, a heartbeat,
+// a reconnect.
+func (d *Dispatcher) woken() { d.plan.woken(d.now()) }
 
 // turn does the work the events and clock call for.
 func (d *Dispatcher) turn(now time.Time) {
@@ -152,24 +146,7 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		if d.chores.job == nil {
 			d.choreDeadlines(now, soon)
 		}
-		if !d.lockless && len(d.settles) > 0 && d.settler.job == nil {
-			if now.Before(d.settleAt) {
-				soon(d.settleAt) // a small settle waits for more answers
-			} else {
-				soon(now)
-			}
-		}
-		if !d.lockless && !d.claimHeld() {
-			soon(d.nextPaused)
-			soon(d.waker.pollAt)
-			soon(d.claimAt)
-			if now.Before(d.tokensAt) {
-				soon(d.tokensAt)
-			}
-			if d.waker.write != queue.ArmKeep {
-				soon(now)
-			}
-		}
+		d.plan.deadline(now, d.loopState(), soon)
 	}
 	if d.stopping {
 		soon(d.stopBy)
@@ -200,7 +177,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 	if d.lockless {
 		return
 	}
-	if d.claimer.job == nil && !d.settleClaims {
+	if !d.plan.claimInFlight() {
 		// The orphan sweep starts only while no claim is in flight: the
 		// claim's result wakes the loop.
 		if d.orphansNow {
@@ -212,7 +189,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 
 // idle reports whether no message is in flight and nothing waits to be settled.
 func (d *Dispatcher) idle() bool {
-	return len(d.settles) == 0 && !d.busy() && !d.answersDue()
+	return d.plan.unsettled() == 0 && !d.busy() && !d.answersDue()
 }
 
 // observePools reports each stage's workers and messages in flight.

@@ -42,7 +42,7 @@ func (d *Dispatcher) notRunExit(p *pool, id int64, now time.Time) {
 func (d *Dispatcher) notRunBooked(p *pool, id int64, reason string, now time.Time) {
 	v := notRun(id, p.cfg.Name)
 	v.Reason = reason
-	d.settles = append(d.settles, v)
+	d.plan.verdict(v)
 	d.tally.stage(p.cfg.Name).NotRun++
 	d.obs.Passed(p.cfg.Name, ResultNotRun, 0) // no pass: no busy time, as in the statistics
 	l := &p.notRun

@@ -23,8 +23,8 @@ func TestNotRunAnswers(t *testing.T) {
 		{ID: 1, Stage: "a", Verdict: queue.NotRun, Delay: notRunDelay, Reason: why + ": x"},
 		{ID: 2, Stage: "a", Verdict: queue.NotRun, Delay: notRunDelay, Reason: why},
 	}
-	if len(u.settles) != 2 || u.settles[0] != want[0] || u.settles[1] != want[1] {
-		t.Fatalf("settles %+v, want %+v", u.settles, want)
+	if len(u.plan.settles) != 2 || u.plan.settles[0] != want[0] || u.plan.settles[1] != want[1] {
+		t.Fatalf("settles %+v, want %+v", u.plan.settles, want)
 	}
 	if s := u.tally.stages["a"]; s == nil || s.NotRun != 2 || s.Processed+s.Failed != 0 || u.tally.global.StagePasses != 0 {
 		t.Fatalf("tally %+v, global %+v: want 2 not run and no pass", s, u.tally.global)
@@ -55,12 +55,12 @@ func TestNotRunAnswers(t *testing.T) {
 	if exitCode(err) != protocol.NotRun {
 		t.Fatalf("sh exit 75: %v", err)
 	}
-	u.settles = nil
+	u.plan.settles = nil
 	w2 := u.worker("a", 7, 8)
 	u.exited(w2, err)
-	if len(u.settles) != 2 || u.settles[0].ID != 7 || !strings.HasPrefix(u.settles[0].Reason, "stage a's worker exited 75") ||
-		u.settles[0].Delay != notRunDelay || u.settles[1].Reason != "" || u.settles[1].Verdict != queue.NotRun {
-		t.Fatalf("after the exit 75: settles %+v", u.settles)
+	if len(u.plan.settles) != 2 || u.plan.settles[0].ID != 7 || !strings.HasPrefix(u.plan.settles[0].Reason, "stage a's worker exited 75") ||
+		u.plan.settles[0].Delay != notRunDelay || u.plan.settles[1].Reason != "" || u.plan.settles[1].Verdict != queue.NotRun {
+		t.Fatalf("after the exit 75: settles %+v", u.plan.settles)
 	}
 	if n := u.tally.stages["a"].NotRun; n != 4 {
 		t.Errorf("not_run %d after 3 answers and an exit, want 4", n)

@@ -180,10 +180,10 @@ func TestClaimRate(t *testing.T) {
 		t.Fatalf("first claim: caps %v, want a:1", caps)
 	}
 	u.answer(1)
-	if got := fed(w); got != "1\n" || a.rate.available(u.at) != 0 {
-		t.Fatalf("fed %q, %d tokens left; want 1 handed, none left", got, a.rate.available(u.at))
+	if got := fed(w); got != "1\n" || a.plan.rate.available(u.at) != 0 {
+		t.Fatalf("fed %q, %d tokens left; want 1 handed, none left", got, a.plan.rate.available(u.at))
 	}
-	if !a.more {
+	if !a.plan.more {
 		t.Error("a filled its cap but is not worth another claim")
 	}
 
@@ -202,8 +202,8 @@ func TestClaimRate(t *testing.T) {
 	if got := u.nextDeadline(u.at); !got.Equal(t0.Add(100 * time.Millisecond)) {
 		t.Errorf("next deadline at %v, want the next token's 100ms", got.Sub(t0))
 	}
-	if u.waker.mode != wakeHot || !a.more {
-		t.Errorf("waiting for a token: wake mode %d, more %v; want hot, worth a claim", u.waker.mode, a.more)
+	if u.plan.waker.mode != wakeHot || !a.plan.more {
+		t.Errorf("waiting for a token: wake mode %d, more %v; want hot, worth a claim", u.plan.waker.mode, a.plan.more)
 	}
 	u.at = t0.Add(100 * time.Millisecond)
 	if caps := u.claimRated(); caps["a"] != 1 {
@@ -220,7 +220,7 @@ func TestClaimRate(t *testing.T) {
 		t.Fatalf("woken: caps %v, want a turn that claims nothing", caps)
 	}
 	u.answer()
-	if !a.more {
+	if !a.plan.more {
 		t.Error("a stage left out for want of tokens lost its claim")
 	}
 
@@ -233,7 +233,7 @@ func TestClaimRate(t *testing.T) {
 	// Messages given back (a stop began) take no token.
 	u.stopping = true
 	u.answer(3, 4, 5)
-	if n := a.rate.available(u.at); n != 10 {
+	if n := a.plan.rate.available(u.at); n != 10 {
 		t.Errorf("after 3 were not run: %d tokens, want 10", n)
 	}
 }
@@ -242,15 +242,15 @@ func TestClaimRateDeadline(t *testing.T) {
 	u := newUnitConf(t, rateConf)
 	u.byName["b"].coolUntil = u.at.Add(time.Hour)
 	u.worker("a")
-	u.byName["a"].rate.take(1, u.at)
+	u.plan.byName["a"].rate.take(1, u.at)
 	u.claimRated()
 	// The deadline is the token's, not a poll, while nothing else is due.
-	u.waker.pollAt = time.Time{}
+	u.plan.waker.pollAt = time.Time{}
 	if got := u.nextDeadline(u.at).Sub(u.at); got != 100*time.Millisecond {
 		t.Errorf("next deadline in %v, want 100ms", got)
 	}
 	// A claim in flight wakes the loop with its result instead.
-	u.claimer.job = &u.claimer.buf
+	u.claimer.job, u.plan.claimRunning = &u.claimer.buf, true
 	if got := u.nextDeadline(u.at).Sub(u.at); got != 10*time.Second {
 		t.Errorf("with a claim in flight: next deadline in %v, want the statistics interval", got)
 	}
@@ -273,8 +273,8 @@ func TestClaimRateBatch(t *testing.T) {
 			t.Fatalf("at %v ms: claimed %v with fewer tokens than a batch", ms, caps)
 		}
 	}
-	if !u.tokensAt.Equal(t0.Add(50 * time.Millisecond)) {
-		t.Errorf("tokens awaited at %v, want 50ms", u.tokensAt.Sub(t0))
+	if !u.plan.tokensAt.Equal(t0.Add(50 * time.Millisecond)) {
+		t.Errorf("tokens awaited at %v, want 50ms", u.plan.tokensAt.Sub(t0))
 	}
 	u.at = t0.Add(50 * time.Millisecond)
 	if caps := u.claimRated(); caps["a"] != 10 {
