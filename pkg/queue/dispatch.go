@@ -476,10 +476,8 @@ func settleArgs(vs []Settle) []any {
 	return []any{ids, stages, verdicts, reasons, retries, delays, maxes, targets}
 }
 
-func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
-	if err != nil {
-		return dst, err
-	}
+// scanSettled reads settleSQL's rows, appended to dst.
+func scanSettled(rows pgx.Rows, dst []Settled) ([]Settled, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var s Settled
