@@ -24,16 +24,14 @@ type lane struct {
 	buf  job
 }
 
-// job is a lane's job: one turn and its result.
+// job is a lane's job: one turn and its result (what the turn is for,
+// the planner keeps).
 type job struct {
 	lane *lane
 	err  error
 
-	turn  queue.Turn
-	res   queue.TurnResult
-	gen   uint64    // wakeGen when it was started (a claim, or a settle that carries one)
-	marks uint64    // marks when it was started
-	pause time.Time // a claim with Resume: the earliest pause a settle reported meanwhile
+	turn queue.Turn
+	res  queue.TurnResult
 }
 
 // opTimeout bounds one queue job (a turn, a chore, a retention step).
