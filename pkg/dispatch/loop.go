@@ -9,7 +9,7 @@ import (
 )
 
 // loop is the dispatcher's one goroutine: it handles events, then takes a
-// turn (enforce deadlines, start the lanes' next jobs), then sleeps until
+// step (enforce deadlines, start the lanes' next jobs), then sleeps until
 // the next event, job result, service report or deadline. Each lane has
 // one job in flight at a time; what workers answer meanwhile goes into the
 // next one, so batches grow with the load. The loop runs no statement
@@ -23,7 +23,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 	var fatal error
 	for {
 		now := d.now()
-		d.turn(now)
+		d.step(now)
 		if d.stopped(now) {
 			return d.result(fatal)
 		}
@@ -74,7 +74,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 }
 
 // drainEvents handles every event already queued, so that capacities are
-// current before the turn.
+// current before the step.
 func (d *Dispatcher) drainEvents() {
 	for {
 		select {
@@ -90,8 +90,8 @@ func (d *Dispatcher) drainEvents() {
 // a reconnect.
 func (d *Dispatcher) woken() { d.plan.woken(d.now()) }
 
-// turn does the work the events and clock call for.
-func (d *Dispatcher) turn(now time.Time) {
+// step does the work the events and clock call for.
+func (d *Dispatcher) step(now time.Time) {
 	d.watch(now)
 	if now.Before(d.retryAt) {
 		return

@@ -293,7 +293,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 // how its pass ended and, for a pass whose stage answered the move on its
 // status line, the move.
 //
-// The words are pepsi's one vocabulary. A pass (one stage's turn at a
+// The words are pepsi's one vocabulary. A pass (one stage's work on a
 // message) ends ok (answered 0) or failed (answered non-zero; or, as the
 // metrics tell apart, timed out, crashed, broke the protocol), or the
 // message was not run at all. A move is what happens to the message:
