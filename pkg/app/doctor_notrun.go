@@ -6,15 +6,14 @@ import (
 )
 
 // checkNotRun warns of the stages whose recent answers were mostly 75
-// (not run): their messages go back and are tried again every second,
-// with no attempt counted, for ever if the stage never runs them
-// (queue.NotRunStages; the dashboard's overview warns of the same).
+// (admin.Health.NotRun): their messages go back and are tried again every
+// second, with no attempt counted, for ever if the stage never runs them.
 func checkNotRun(d *doctor) doctorResult {
-	interval := d.cfg.Dispatch.StatsInterval
-	stages, err := d.db.NotRunStages(d.ctx, interval)
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
+	interval, stages := d.cfg.Dispatch.StatsInterval, h.NotRun
 	if len(stages) == 0 {
 		return ok("no stage answered mostly 75 (not run) in the statistics of the last "+fmtWait(2*interval), nil)
 	}

@@ -147,30 +147,22 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	}
 
 	order := d.stageOrder(counts)
-	owners, err := db.DispatcherSessions(ctx, d.sessionStages(counts))
+	h, err := db.HealthOf(ctx, admin.HealthConfig{Stages: d.opts.Stages, StatsInterval: d.opts.StatsInterval, Also: order}, counts.live, counts.now)
 	if err != nil {
 		d.dbFailed(w, r, err)
 		return
 	}
+	owners := h.Dispatchers
 	d.standbys.note(owners, time.Now())
 	page.Dispatcher, page.Dispatchers, page.Standbys = owners.Holder, owners.Running, owners.Standbys
 	page.LostStandbys = d.standbys.lost(owners)
 	if page.LostStandbys == nil {
 		page.LostStandbys = []lostStandby{}
 	}
-	if page.Paused, err = db.PausedStages(ctx); err != nil {
-		d.dbFailed(w, r, err)
-		return
-	}
-	if page.Paused == nil {
-		page.Paused = []admin.StagePause{}
-	}
-	if page.NotRun, err = db.NotRunStages(ctx, d.opts.StatsInterval); err != nil {
-		d.dbFailed(w, r, err)
-		return
-	}
-	if page.NotRun == nil {
-		page.NotRun = []queue.NotRunAnswers{}
+	page.Paused = append([]admin.StagePause{}, h.Paused...)
+	page.NotRun = append([]queue.NotRunAnswers{}, h.NotRun...)
+	if h.DispatcherRuns() { // else the banner says no dispatcher runs
+		page.Unowned = append(page.Unowned, h.Unowned()...)
 	}
 
 	rows := make(map[string]*stageRow, len(order))
@@ -182,8 +174,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		}
 		rows[s] = x
 	}
-	live := map[string]int64{} // unfinished messages by stage
-	orphans := map[string]int64{}
+	orphans := h.Orphans()
 	for _, c := range counts.live {
 		x := rows[c.Stage]
 		if x == nil { // not in the order: cannot be, the order has every counted stage
@@ -193,12 +184,6 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		if c.Status == queue.Pending {
 			age := max(counts.now.Sub(c.Oldest), 0).Seconds()
 			x.OldestPending = max(x.OldestPending, age)
-		}
-		if c.Status != queue.Failed {
-			live[c.Stage] += c.N
-		}
-		if c.Status == queue.Running && owners.Owners[c.HandedAt] == nil {
-			orphans[c.HandedAt] += c.N
 		}
 	}
 	for s, n := range counts.done {
@@ -210,10 +195,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	var charts [][]bin
 	for _, s := range order {
 		x := rows[s]
-		x.Owner = owners.Owners[s]
-		if x.Owner == nil && len(owners.Running) > 0 {
-			page.Unowned = append(page.Unowned, s)
-		}
+		x.Owner = h.Owner(s)
 		x.Orphans = orphans[s]
 		for i := range page.Paused {
 			if page.Paused[i].Stage == s {
@@ -247,7 +229,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		page.Stages = []stageRow{}
 	}
 	page.TotalLead, page.TotalRest = cells("", page.Totals, leadStatuses), cells("", page.Totals, rest)
-	page.Banners = d.banners(page, owners, live, orphans, order)
+	page.Banners = d.banners(page, h, order)
 	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: refresh, Updated: counts.at, Page: page})
 }
 
@@ -262,9 +244,9 @@ func cells(stage string, counts map[string]int64, sts []queue.Status) []cell {
 }
 
 // banners says what is wrong, the worst first.
-func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, orphans map[string]int64, order []string) []banner {
+func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) []banner {
 	out := []banner{}
-	if len(owners.Running) == 0 {
+	if !h.DispatcherRuns() {
 		out = append(out, banner{Kind: "no_dispatcher", Text: "No dispatcher runs: no stage is owned, and nothing is claimed. Start pepsi dispatch."})
 	}
 	if n := len(page.Unowned); n > 0 {
@@ -291,6 +273,7 @@ func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, o
 	var where []string
 	one := ""
 	seen := map[string]bool{}
+	orphans := h.Orphans()
 	for _, s := range slices.Concat(order, sortedKeys(orphans)) {
 		if n := orphans[s]; n > 0 && !seen[s] {
 			seen[s] = true
@@ -310,14 +293,10 @@ func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, o
 		}
 		out = append(out, b)
 	}
-	if len(d.opts.Stages) > 0 {
-		for _, s := range order {
-			if n := live[s]; n > 0 && !slices.Contains(d.opts.Stages, s) {
-				out = append(out, banner{Kind: "unconfigured", Text: fmt.Sprintf(
-					"Stage %s holds %s unfinished message%s, and no [stage-%s] section of pepsi.conf configures it: no worker runs %s.",
-					s, number(n), plural(n), s, them(n)), Link: queryOf("/messages", "stage", s), LinkText: "see them"})
-			}
-		}
+	for _, m := range h.Unconfigured() {
+		out = append(out, banner{Kind: "unconfigured", Text: fmt.Sprintf(
+			"Stage %s holds %s unfinished message%s, and no [stage-%s] section of pepsi.conf configures it: no worker runs %s.",
+			m.Stage, number(m.N), plural(m.N), m.Stage, them(m.N)), Link: queryOf("/messages", "stage", m.Stage), LinkText: "see them"})
 	}
 	for _, a := range page.NotRun {
 		out = append(out, banner{Kind: "not_run", Text: fmt.Sprintf(
