@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -151,7 +152,9 @@ func TestFakeLoop(t *testing.T) {
 // claim that meets the outage commits but its answer is lost, and every
 // statement, the lock session and each redial fail for a while. The
 // dispatcher must sit it out, come back through DialLock, find the lost
-// claim's rows by its orphan sweep and finish every message once.
+// claim's rows by its orphan sweep and finish every message once. Later
+// a settle of finishes commits and its answer is lost too: sent again, it
+// finds its rows done, and counts them once.
 func TestFakeOutage(t *testing.T) {
 	if !queue.IsOutage(errFakeOutage) {
 		t.Fatalf("queue.IsOutage(%v) = false: the fake's failures would not be an outage", errFakeOutage)
@@ -160,7 +163,13 @@ func TestFakeOutage(t *testing.T) {
 	q := newFakeQueue()
 	q.enqueue("a", n)
 	var lost []int64
-	q.fault = func(_ *queue.Turn, res *queue.TurnResult, committed bool) error {
+	lostSettle := 0
+	q.fault = func(t *queue.Turn, res *queue.TurnResult, committed bool) error {
+		if lost != nil && lostSettle == 0 && committed && len(t.Settles) > 0 &&
+			!slices.ContainsFunc(t.Settles, func(s queue.Settle) bool { return s.Verdict != queue.Finish }) {
+			lostSettle = len(t.Settles)
+			return errFakeOutage
+		}
 		if lost != nil || !committed || len(res.Claimed) == 0 {
 			return nil
 		}
@@ -182,8 +191,8 @@ func TestFakeOutage(t *testing.T) {
 	r := runFake(t, q, "RECONNECT_MIN = 0.1\nRECONNECT_MAX = 0.4")
 	r.waitDone(n)
 	r.check(n, int64(len(lost)))
-	if len(lost) == 0 || q.failures < 2 || q.dials < 2 {
-		t.Errorf("lost claim %v, %d statements and dials failed, %d sessions dialled: the outage did not happen as planned",
-			lost, q.failures, q.dials)
+	if len(lost) == 0 || lostSettle == 0 || q.failures < 2 || q.dials < 2 {
+		t.Errorf("lost claim %v, lost settle of %d, %d statements and dials failed, %d sessions dialled: the faults did not happen as planned",
+			lost, lostSettle, q.failures, q.dials)
 	}
 }
