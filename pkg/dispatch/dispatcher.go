@@ -29,6 +29,14 @@ type Options struct {
 	Standby bool             // wait until the dispatcher's whole stage set is free instead of failing
 	Now     func() time.Time // the clock; time.Now when nil
 	Observe Observer         // hears what happens, for metrics; nil: nobody
+
+	// OpenStore opens the queue's pool, once the lock is taken; nil:
+	// queue.Open on DSN.
+	OpenStore func(ctx context.Context) (Store, error)
+	// DialLock opens a listener session, at start and again after one
+	// fails; nil: queue.Dial on DSN and INGRESS_CHANNEL. At start, an error
+	// queue.IsConnectFailure accepts is retried with backoff.
+	DialLock func(ctx context.Context) (LockSession, error)
 }
 
 // ErrLocked is returned by Run when another dispatcher owns one of its
@@ -45,6 +53,7 @@ type Dispatcher struct {
 	now     func() time.Time
 	standby bool
 	env     []string // the stage programs' environment
+	backend backend  // how it reaches the database (Options.OpenStore, DialLock)
 
 	// The stages this dispatcher owns (STAGES, --stages; nil: every stage
 	// of the configuration, and every other dispatcher excluded), and its
@@ -164,6 +173,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.set = queue.SetName(d.owned)
 	d.token = queue.NewToken()
 	d.plan = newPlanner(d.owned, d.set)
+	d.backend = newBackend(opts, d.set)
 	for _, s := range opts.Config.Owned() {
 		p := &pool{cfg: s, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
 		p.plan = d.plan.add(s, p)
@@ -262,11 +272,9 @@ func (d *Dispatcher) start(ctx context.Context) (db Store, lis LockSession, err 
 	if err := d.lock(ctx, lis); err != nil {
 		return nil, lis, err
 	}
-	qdb, err := queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set, NoJIT: true})
-	if err != nil {
+	if db, err = d.backend.openStore(ctx); err != nil {
 		return nil, lis, err
 	}
-	db = qdb
 	if err := db.CheckSchema(ctx); err != nil {
 		return db, lis, err
 	}
