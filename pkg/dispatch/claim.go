@@ -10,7 +10,7 @@ import (
 
 // loopState is what the planner's gates need of the dispatcher's state now.
 func (d *Dispatcher) loopState() loopState {
-	return loopState{stopping: d.stopping, lockless: d.lockless, sweeping: d.sweepingOrphans(), answersDue: d.answersDue()}
+	return loopState{stopping: d.stopping, lockless: d.lockless, sweeping: d.sweepingOrphans(), answersDue: d.answersDueFn}
 }
 
 // startClaim sends the claim lane the planner's next claim, if it has one.

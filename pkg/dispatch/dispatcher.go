@@ -53,7 +53,9 @@ type Dispatcher struct {
 	now     func() time.Time
 	standby bool
 	env     []string // the stage programs' environment
-	backend backend  // how it reaches the database (Options.OpenStore, DialLock)
+
+	answersDueFn func() bool // answersDue, bound once (a method value made per question would allocate)
+	backend      backend     // how it reaches the database (Options.OpenStore, DialLock)
 
 	// The stages this dispatcher owns (STAGES, --stages; nil: every stage
 	// of the configuration, and every other dispatcher excluded), and its
@@ -173,6 +175,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.set = queue.SetName(d.owned)
 	d.token = queue.NewToken()
 	d.plan = newPlanner(d.owned, d.set)
+	d.answersDueFn = d.answersDue
 	d.backend = newBackend(opts, d.set)
 	for _, s := range opts.Config.Owned() {
 		p := &pool{cfg: s, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}

@@ -83,11 +83,17 @@ type slots interface {
 
 // loopState is what the dispatcher's own state says to the planner's gates.
 type loopState struct {
-	stopping   bool // no more claims; a settle goes without waiting for more answers
-	lockless   bool // the lock session is gone: no queue work until it is back
-	sweeping   bool // the orphan sweep runs: it must know every row held, so no claim starts
-	answersDue bool // some worker has messages in flight, whose answers are still to come
+	stopping bool // no more claims; a settle goes without waiting for more answers
+	lockless bool // the lock session is gone: no queue work until it is back
+	sweeping bool // the orphan sweep runs: it must know every row held, so no claim starts
+	// answersDue reports whether some worker has messages in flight, whose
+	// answers are still to come: asked only when a small settle could wait
+	// for them (it walks the workers). Nil: none are.
+	answersDue func() bool
 }
+
+// answers reports whether answers are still to come (loopState.answersDue).
+func (s loopState) answers() bool { return s.answersDue != nil && s.answersDue() }
 
 // newPlanner returns a planner of the stages a dispatcher owns (nil:
 // every stage) under its set's name; add gives it its stages.
@@ -168,7 +174,7 @@ func (p *planner) settleGate(now time.Time, s loopState) (ok bool, wait time.Tim
 	if p.settleRunning || len(p.settles) == 0 || s.lockless {
 		return false, time.Time{}
 	}
-	if len(p.settles) < settleWorth && !s.stopping && !p.settleNow && s.answersDue {
+	if len(p.settles) < settleWorth && !s.stopping && !p.settleNow && s.answers() {
 		at := p.settleAt
 		if at.IsZero() {
 			at = now.Add(settleDelay)

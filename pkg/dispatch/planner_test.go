@@ -23,6 +23,9 @@ type room struct {
 func (r *room) capacity(time.Time) int     { return r.n }
 func (r *room) coolingDown(time.Time) bool { return r.cool }
 
+// yes is loopState.answersDue when answers are to come.
+func yes() bool { return true }
+
 // planFixture is a planner of two stages, a (keyed) and b, their fake
 // room, and a clock.
 type planFixture struct {
@@ -161,7 +164,7 @@ func TestPlannerClaimGate(t *testing.T) {
 // come; a small one waits settleDelay for more while answers are due; none
 // goes while one is in flight, without the lock, or with no verdicts.
 func TestPlannerSettleGate(t *testing.T) {
-	due := loopState{answersDue: true}
+	due := loopState{answersDue: yes}
 	for _, c := range []struct {
 		name  string
 		setup func(f *planFixture) loopState
@@ -175,7 +178,7 @@ func TestPlannerSettleGate(t *testing.T) {
 		{"a few, no answer to come", func(f *planFixture) loopState { f.verdicts("b", 1, 3); return loopState{} }, -1},
 		{"a few, stopping", func(f *planFixture) loopState {
 			f.verdicts("b", 1, 3)
-			return loopState{stopping: true, answersDue: true}
+			return loopState{stopping: true, answersDue: yes}
 		}, -1},
 		{"a few of a keyed stage", func(f *planFixture) loopState { f.verdicts("a", 1, 1); f.keyedAnswers(); return due }, -1},
 	} {
@@ -222,7 +225,10 @@ func TestPlannerNoSpin(t *testing.T) {
 	for mask := range 1 << 9 {
 		f := newPlan(t)
 		bit := func(i int) bool { return mask&(1<<i) != 0 }
-		s := loopState{stopping: bit(0), lockless: bit(1), sweeping: bit(2), answersDue: bit(3)}
+		s := loopState{stopping: bit(0), lockless: bit(1), sweeping: bit(2)}
+		if bit(3) {
+			s.answersDue = yes
+		}
 		if bit(4) {
 			f.verdicts("b", 1, 3)
 		}
@@ -299,7 +305,7 @@ func TestPlannerSettleCarriesClaim(t *testing.T) {
 	f.holdClaimed([]queue.Claimed{{ID: 1, Stage: "a", Key: "x", Keyed: true}, {ID: 2, Stage: "a", Key: "y", Keyed: true}})
 	f.verdict(queue.Settle{ID: 1, Stage: "a", Verdict: queue.Finish})
 	f.keyedAnswers()
-	st := f.settle(loopState{answersDue: true})
+	st := f.settle(loopState{answersDue: yes})
 	if st == nil || len(st.Caps) != 1 || st.Caps[0].Stage != "a" || len(st.Caps[0].Held) != 1 || st.Caps[0].Held[0].Key != "y" {
 		t.Fatalf("the settle: %+v, want a's claim with y held", st)
 	}
