@@ -13,7 +13,7 @@ import (
 // the messages done longer than RETENTION ago a batch a step. A walk
 // starts by creating the ranges of done rows and of message ids ahead of
 // use, and ends by dropping the ranges of messages it emptied: they lock
-// the tables the deletions lock, so they take turns with them on the
+// the tables the deletions lock, so they alternate with them on the
 // service's one goroutine (see docs/design.md, "Where messages are").
 type retention struct {
 	startStop

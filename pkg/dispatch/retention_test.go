@@ -21,7 +21,7 @@ type fakeRetention struct {
 	seq       int64   // the id sequence MessageAhead reports
 	widths    []int64 // the width each MessageAhead was asked for
 	expired   int64   // what each ExpireDone deletes
-	expireErr []error // what the next ExpireDone calls fail with, in turn
+	expireErr []error // what the next ExpireDone calls fail with, in order
 	retireErr error
 }
 
