@@ -134,7 +134,7 @@ func (d *Dispatcher) takeJanitor(ctx context.Context, lis LockSession) error {
 	}
 	if ok {
 		d.role.set(true)
-		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum)")
+		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum, the schedules)")
 	}
 	return nil
 }
