@@ -29,8 +29,8 @@ const (
 	// IngressFailPolls … and this many fails.
 	IngressFailPolls = 10
 	// ScheduleLate is how long past its time a schedule's slot may be
-	// unenqueued without a warning, at least: the janitor role moves at a
-	// dispatcher's heartbeat (POLL_INTERVAL).
+	// unenqueued without a warning, at least: the janitor role changes
+	// hands at a dispatcher's heartbeat (POLL_INTERVAL).
 	ScheduleLate = time.Minute
 )
 

@@ -9,10 +9,10 @@ import (
 )
 
 // The work that is not per stage (the retention sweep, the vacuum check,
-// the schedules, recording the ingress channel) is done by the holder of the janitor
-// lock alone. The lock can move: a dispatcher whose lock session failed
-// loses it, and another takes it at its next heartbeat. The services run
-// while this dispatcher holds it (see docs/design.md, "Stage sets and
+// the schedules, recording the ingress channel) is done by the holder of
+// the janitor lock alone. The lock can change hands: a dispatcher whose
+// lock session failed loses it, and another takes it at its next
+// heartbeat. The services run while this dispatcher holds it (see docs/design.md, "Stage sets and
 // standbys").
 
 // janitorRole is the janitor lock as the dispatcher's goroutines see it:
