@@ -35,7 +35,7 @@ type job struct {
 }
 
 // opTimeout bounds one piece of queue work (a turn, a chore, a retention
-// step). The lanes' jobs do not run under the dispatcher's context: a stop
+// batch). The lanes' jobs do not run under the dispatcher's context: a stop
 // must not cancel a claim or settle half-way, leaving rows changed that
 // the loop does not know of. Only a stop that gives up on the database
 // cancels them.
