@@ -29,8 +29,8 @@ const (
 	// IngressFailPolls … and this many fails.
 	IngressFailPolls = 10
 	// ScheduleLate is how long past its time a schedule's slot may be
-	// unenqueued without a warning, at least: the janitor role moves at a
-	// dispatcher's heartbeat (POLL_INTERVAL).
+	// unenqueued without a warning, at least: the janitor role changes
+	// hands at a dispatcher's heartbeat (POLL_INTERVAL).
 	ScheduleLate = time.Minute
 )
 
@@ -71,7 +71,7 @@ type Health struct {
 	Backlog Backlog   // what waits in pepsi.ingress
 	Wake    WakeState // the wake flag
 	// Janitor is the session holding the janitor lock (retention, the
-	// vacuum sweep, the schedules); nil when none does.
+	// vacuum check, the schedules); nil when none does.
 	Janitor   *AdvisoryLock
 	Schedules []queue.ScheduleRun // pepsi.schedule, by name
 }
@@ -276,7 +276,7 @@ func (h *Health) BacklogStatus() string {
 }
 
 // NoJanitor reports whether dispatchers run and none holds the janitor
-// lock: retention, the vacuum sweep and the schedules do not run.
+// lock: retention, the vacuum check and the schedules do not run.
 func (h *Health) NoJanitor() bool { return h.DispatcherRuns() && h.Janitor == nil }
 
 // WakeNeverSet reports whether the wake flag was never set (a server crash

@@ -220,7 +220,7 @@ func TestHealthWake(t *testing.T) {
 }
 
 // TestHealthJanitor: dispatchers that run with none holding the janitor
-// lock leave retention, the vacuum sweep and the schedules undone.
+// lock leave retention, the vacuum check and the schedules undone.
 func TestHealthJanitor(t *testing.T) {
 	t.Parallel()
 	db, dsn, ctx := newDB(t)

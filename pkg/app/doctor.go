@@ -444,7 +444,7 @@ func checkLocks(d *doctor) doctorResult {
 		return warn(strings.Join(foreign, "; ")+", a session that is not a pepsi dispatcher's",
 			"if it is stale, end it: SELECT pg_terminate_backend(PID)").with(locks)
 	case h.NoJanitor():
-		return warn(summary+"; no dispatcher holds the janitor lock: retention and the vacuum sweep do not run",
+		return warn(summary+"; no dispatcher holds the janitor lock: retention and the vacuum check do not run",
 			"a dispatcher takes it at its next heartbeat (POLL_INTERVAL); if this stays, restart one").with(locks)
 	}
 	return ok(summary, locks)
@@ -537,7 +537,7 @@ func checkAutovacuum(d *doctor) doctorResult {
 	case len(off) == 0:
 		return ok("on, for the server and for "+strings.Join(queue.Vacuumed, ", "), details)
 	case vi == 0 || !s.TrackCounts:
-		return fail(strings.Join(off, "; ")+", and the dispatcher's own vacuum sweep is off (VACUUM_INTERVAL = 0) or blind: nothing vacuums the queue",
+		return fail(strings.Join(off, "; ")+", and the dispatcher's own vacuum check is off (VACUUM_INTERVAL = 0) or blind: nothing vacuums the queue",
 			strings.Join(acts, "; ")).with(details)
 	}
 	return warn(strings.Join(off, "; ")+fmt.Sprintf(": only the dispatcher's own sweep (every VACUUM_INTERVAL, %s, while one runs) vacuums %s, and nothing else of the database",

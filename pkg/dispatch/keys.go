@@ -13,7 +13,7 @@ import (
 type keys struct {
 	of   map[int64]string
 	held map[string]int
-	buf  []queue.HeldKey // the claim's copy of held (one job claims for a stage at a time)
+	buf  []queue.HeldKey // the claim's copy of held (one turn claims for a stage at a time)
 	less map[string]int  // what a settle in the making frees (freeing)
 	// freed: the keys given back since the stage's last claim ended
 	// (fresh).

@@ -34,10 +34,11 @@ type job struct {
 	res  queue.TurnResult
 }
 
-// opTimeout bounds one queue job (a turn, a chore, a retention step).
-// Jobs do not run under the dispatcher's context: a stop must not cancel a
-// claim or settle half-way, leaving rows changed that the loop does not
-// know of. Only a stop that gives up on the database cancels them.
+// opTimeout bounds one piece of queue work (a turn, a chore, a retention
+// batch). The lanes' jobs do not run under the dispatcher's context: a stop
+// must not cancel a claim or settle half-way, leaving rows changed that
+// the loop does not know of. Only a stop that gives up on the database
+// cancels them.
 const opTimeout = 30 * time.Second
 
 // run executes l's turns on db one at a time until its channel is

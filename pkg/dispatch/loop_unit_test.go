@@ -526,7 +526,7 @@ func TestStopWrapUp(t *testing.T) {
 		t.Fatal("wrapping up while a settle runs")
 	}
 	u.finishJob(j, u.at)
-	// The janitor's services stop first: a retention step in flight ends,
+	// The janitor's services stop first: a retention batch in flight ends,
 	// and what it deleted is written with the rest.
 	u.maintaining = true
 	u.tally.dirty = true

@@ -115,7 +115,7 @@ func (p *planner) releaseSettled(settled []queue.Settled) {
 // runs after the settle in its transaction, so the next message of each
 // freed key is taken in the same round trip and commit that freed it. A
 // key's messages pass one at a time, so that round trip, not the database,
-// sets a hot key's pace. A stage is claimed for by one job at a time (its
+// sets a hot key's pace. A stage is claimed for by one turn at a time (its
 // caps and held keys are the planner's whole view of it): the settle
 // takes only stages the claim in flight does not, and the claim lane skips
 // the stages the settle took, so other stages' claims go on beside it.

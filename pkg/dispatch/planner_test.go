@@ -216,10 +216,10 @@ func TestPlannerSettleGate(t *testing.T) {
 	}
 }
 
-// TestPlannerNoSpin: whatever the state, after a turn (the planner asked
-// for a settle and a claim, as the loop does) the next deadline is never
-// now unless the turn started something: a deadline with nothing to start
-// would spin the loop.
+// TestPlannerNoSpin: whatever the state, after a step of the loop (the
+// planner asked for a settle and a claim, as the loop does) the next
+// deadline is never now unless the step started something: a deadline
+// with nothing to start would spin the loop.
 func TestPlannerNoSpin(t *testing.T) {
 	n := 0
 	for mask := range 1 << 9 {
@@ -246,7 +246,7 @@ func TestPlannerNoSpin(t *testing.T) {
 		if bit(8) {
 			f.claimRunning = true
 		}
-		// The turn: as the loop does it, a settle, then a claim.
+		// The step: as the loop takes it, a settle, then a claim.
 		started := f.settle(s) != nil
 		started = f.claim(s) != nil || started
 		if !started && f.next(s) == 0 {

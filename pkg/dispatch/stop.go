@@ -28,7 +28,7 @@ func (d *Dispatcher) beginStop() {
 
 // readyToWrapUp reports whether a stopping dispatcher may start its last
 // chores: every worker gone, every verdict settled (or, without the lock,
-// given up), no job in flight, and the services stopped (a retention step
+// given up), no job in flight, and the services stopped (a retention batch
 // in flight ends first, so that what it deleted is counted).
 func (d *Dispatcher) readyToWrapUp() bool {
 	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (d.plan.unsettled() == 0 || d.lockless) && !d.maintaining
