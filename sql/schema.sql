@@ -749,7 +749,10 @@ CREATE TABLE pepsi.stage_stats (
     busy_seconds double precision DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     dispatcher text DEFAULT '*'::text NOT NULL,
-    cancelled bigint DEFAULT 0 NOT NULL
+    cancelled bigint DEFAULT 0 NOT NULL,
+    not_run bigint DEFAULT 0 NOT NULL,
+    recent_not_run bigint DEFAULT 0 NOT NULL,
+    recent_passes bigint DEFAULT 0 NOT NULL
 );
 
 -- TABLE state

@@ -5,5 +5,6 @@
 // share with the dispatcher (its statistics, the schema check, admission,
 // who holds the dispatcher's lock), in the dispatcher's store, pkg/queue,
 // whose pool, statuses, lock keys and errors this package builds on. The
-// schema lives in sql/.
+// schema lives in sql/. Health (health.go) is the one place pepsi judges a
+// running system; doctor, the dashboard and /metrics show its judgements.
 package admin

@@ -3,7 +3,9 @@ package admin
 // What `pepsi doctor` reads of the server: each function here is one
 // check's data, read without changing anything (the round trip of
 // NotifyRoundTrip wakes the dispatchers once, as any enqueue would). The
-// verdicts are pkg/app's.
+// queue's health is judged in health.go; the verdicts on the server
+// (schema, locks, vacuum, notifications, poolers, connections) are
+// pkg/app's.
 
 import (
 	"context"

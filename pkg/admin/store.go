@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
@@ -41,3 +42,9 @@ func (db *DB) Schedules(ctx context.Context) ([]queue.ScheduleRun, error) {
 // Enqueued counts the messages waiting in pepsi.ingress per stage:
 // enqueued, not yet admitted.
 func (db *DB) Enqueued(ctx context.Context) (map[string]int64, error) { return db.q.Enqueued(ctx) }
+
+// NotRunStages returns the stages whose recent answers were mostly 75, by
+// name: the one judgement pepsi doctor and the dashboard warn of.
+func (db *DB) NotRunStages(ctx context.Context, statsInterval time.Duration) ([]queue.NotRunAnswers, error) {
+	return db.q.NotRunStages(ctx, statsInterval)
+}

@@ -229,6 +229,13 @@ func TestDispatchKill9Restart(t *testing.T) {
 	}
 	t.Logf("killed with %d done, %d in flight; statistics then: done %d", doneAt, len(inflight), statsAt.Done)
 
+	// The server ends the dead one's sessions, and frees its lock, once it
+	// sees their connections closed: a start before that is refused, as
+	// another dispatcher's would be.
+	gone := fmt.Sprintf("pepsi dispatch%% pid %d on %%", a.cmd.Process.Pid)
+	testkit.Wait(t, "the killed dispatcher's sessions ended", time.Minute, func() bool {
+		return f.Int64("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1", gone) == 0
+	})
 	b := startDispatch(t, "second dispatcher")
 	b.waitLog("dispatcher started", 1)
 	if n := orphansReset(b.logs.String()); n < 1 {

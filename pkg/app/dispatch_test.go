@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,15 +45,8 @@ func TestDispatchBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(bin, "dispatch")
-	logs := &testkit.Buffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer cmd.Process.Kill()
+	disp := startChild(t, bin, "dispatch")
+	logs := disp.logs
 
 	testkit.Wait(t, "20 messages done", time.Minute, func() bool {
 		var n int
@@ -66,17 +58,7 @@ func TestDispatchBinary(t *testing.T) {
 	second.wantCode(t, 1)
 	second.wantOneError(t, "pepsi dispatch: another dispatcher is running: stage work is owned by pepsi dispatch pid ")
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("dispatcher exited with %v after SIGTERM; logs:\n%s", err, logs)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("dispatcher did not exit after SIGTERM; logs:\n%s", logs)
-	}
+	disp.stop(t)
 	for _, want := range []string{"dispatcher started", "stopping: signal received", "dispatcher stopped"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)

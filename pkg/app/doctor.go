@@ -20,8 +20,11 @@ import (
 // pepsi doctor: the checks an operator runs when something is off. Each
 // check is one entry of doctorChecks and one small function that reads
 // what it needs through pkg/admin (see pkg/admin/doctor.go) and says OK,
-// WARN or FAIL in one line, with what to do. The thresholds are named
-// below and documented in pepsi-doctor(1).
+// WARN or FAIL in one line, with what to do. The checks of the queue's
+// health (dispatchers, wake, stages, not_run, ingress, schedules) print
+// the judgements of the health model (admin.Health) and judge nothing
+// themselves. The thresholds are named below, or in pkg/admin/health.go,
+// and documented in pepsi-doctor(1).
 
 const (
 	defaultIdleThreshold = time.Minute      // --idle-threshold
@@ -32,8 +35,6 @@ const (
 	deadRowsMin          = 10000            // dead rows that may warn …
 	deadRowsShare        = 0.2              // … when also over this share of the live ones (autovacuum's default scale factor)
 	connectionsShare     = 0.8              // the share of the server's connections pepsi may plan to take without a warning
-	ingressWarnPolls     = 2                // an ingress row older than this many POLL_INTERVALs warns …
-	ingressFailPolls     = 10               // … and this many fails
 )
 
 // dispatcherConns is how many sessions a dispatcher opens itself, the
@@ -43,9 +44,9 @@ const dispatcherConns = 6
 
 // Check verdicts.
 const (
-	statusOK   = "OK"
-	statusWarn = "WARN"
-	statusFail = "FAIL"
+	statusOK   = admin.StatusOK
+	statusWarn = admin.StatusWarn
+	statusFail = admin.StatusFail
 )
 
 // doctorResult is one check's verdict: "STATUS check: message: action".
@@ -77,12 +78,14 @@ var doctorChecks = []doctorCheck{
 	{"wake", true, checkWake},
 	{"connections", true, checkConnections},
 	{"stages", true, checkStages},
+	{"not_run", true, checkNotRun},
 	{"ingress", true, checkIngress},
 	{"schedules", true, checkSchedules},
 }
 
 // doctor is what the checks share: the configuration, the database, and
-// what more than one check reads (read once, when first needed).
+// what more than one check reads (read once, when first needed): the
+// health model, whose judgements the queue's checks print.
 type doctor struct {
 	ctx      context.Context
 	cfg      *config.Config
@@ -90,9 +93,8 @@ type doctor struct {
 	idle     time.Duration // --idle-threshold
 	noSchema bool          // the schema check found no pepsi schema
 
-	counts      []admin.Count
-	dispatchers *admin.Dispatchers
-	tables      []admin.TableHealth
+	model  *admin.Health
+	tables []admin.TableHealth
 }
 
 func doctorCommand() *cli.Command {
@@ -253,49 +255,16 @@ func cfgName(cfg *config.Config) string {
 	return cfg.Path
 }
 
-// queueCounts returns the messages per stage and status (pepsi.ingress's
-// as pending), read once.
-func (d *doctor) queueCounts() ([]admin.Count, error) {
-	if d.counts == nil {
-		cs, err := d.db.Counts(d.ctx)
+// health returns the health model, read once.
+func (d *doctor) health() (*admin.Health, error) {
+	if d.model == nil {
+		h, err := d.db.Health(d.ctx, admin.HealthConfigOf(d.cfg))
 		if err != nil {
 			return nil, err
 		}
-		d.counts = append([]admin.Count{}, cs...)
+		d.model = h
 	}
-	return d.counts, nil
-}
-
-// stages are the stages the checks look at: the configured ones, then
-// those with unfinished messages, in the order met.
-func (d *doctor) stages() ([]string, error) {
-	stages := d.cfg.StageNames()
-	counts, err := d.queueCounts()
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range counts {
-		if !c.Status.Finished() && !slices.Contains(stages, c.Stage) {
-			stages = append(stages, c.Stage)
-		}
-	}
-	return stages, nil
-}
-
-// sessions returns the dispatchers and standbys, read once.
-func (d *doctor) sessions() (*admin.Dispatchers, error) {
-	if d.dispatchers == nil {
-		stages, err := d.stages()
-		if err != nil {
-			return nil, err
-		}
-		ds, err := d.db.DispatcherSessions(d.ctx, stages)
-		if err != nil {
-			return nil, err
-		}
-		d.dispatchers = &ds
-	}
-	return d.dispatchers, nil
+	return d.model, nil
 }
 
 // queueTables returns the health of the tables the dispatcher vacuums,
@@ -352,24 +321,11 @@ func who(s admin.DispatcherSession) string {
 }
 
 func checkDispatchers(d *doctor) doctorResult {
-	ds, err := d.sessions()
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
-	// The stages that need an owner: the configured ones, or, without
-	// any, those with messages waiting.
-	need := d.cfg.StageNames()
-	if len(need) == 0 {
-		counts, err := d.queueCounts()
-		if err != nil {
-			return broken(err)
-		}
-		for _, c := range counts {
-			if (c.Status == queue.Pending || c.Status == queue.Paused) && !slices.Contains(need, c.Stage) {
-				need = append(need, c.Stage)
-			}
-		}
-	}
+	ds := h.Dispatchers
 	var running []string
 	for _, r := range ds.Running {
 		owns := "every stage"
@@ -393,14 +349,9 @@ func checkDispatchers(d *doctor) doctorResult {
 		}
 		standbys = plural(int64(n), "standby") + ": " + strings.Join(names, ", ")
 	}
-	var unowned []string
-	for _, s := range need {
-		if ds.Owners[s] == nil {
-			unowned = append(unowned, s)
-		}
-	}
+	unowned := h.Unowned()
 	switch {
-	case len(need) == 0 && len(ds.Running) == 0:
+	case len(h.NeedOwner()) == 0 && !h.DispatcherRuns():
 		return warn("no dispatcher runs (no stage configured here, and none with messages waiting)", "start pepsi dispatch").with(ds)
 	case len(unowned) > 0:
 		msg := fmt.Sprintf("no dispatcher owns stage %s", strings.Join(unowned, ", "))
@@ -437,15 +388,11 @@ func lockName(l admin.AdvisoryLock) string {
 }
 
 func checkLocks(d *doctor) doctorResult {
-	stages, err := d.stages()
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
-	locks, err := d.db.AdvisoryLocks(d.ctx, stages)
-	if err != nil {
-		return broken(err)
-	}
-	ds, err := d.sessions()
+	locks, err := d.db.AdvisoryLocks(d.ctx, h.Stages())
 	if err != nil {
 		return broken(err)
 	}
@@ -459,7 +406,6 @@ func checkLocks(d *doctor) doctorResult {
 	apps := map[int32]string{}
 	var held, waiting int
 	var foreign []string
-	janitor := false
 	for _, l := range locks {
 		p := part{l.PID, l.Granted}
 		if _, seen := names[p]; !seen {
@@ -471,9 +417,6 @@ func checkLocks(d *doctor) doctorResult {
 			held++
 		} else {
 			waiting++
-		}
-		if l.Granted && l.Kind == queue.LockJanitor {
-			janitor = true
 		}
 		if l.Granted && l.IsPepsi() && l.Kind != queue.LockToken && !strings.HasPrefix(l.Name, "pepsi ") {
 			foreign = append(foreign, fmt.Sprintf("%s held by server pid %d (%q)", lockName(l), l.PID, l.Name))
@@ -500,8 +443,8 @@ func checkLocks(d *doctor) doctorResult {
 	case len(foreign) > 0:
 		return warn(strings.Join(foreign, "; ")+", a session that is not a pepsi dispatcher's",
 			"if it is stale, end it: SELECT pg_terminate_backend(PID)").with(locks)
-	case len(ds.Running) > 0 && !janitor:
-		return warn(summary+"; no dispatcher holds the janitor lock: retention and the vacuum sweep do not run",
+	case h.NoJanitor():
+		return warn(summary+"; no dispatcher holds the janitor lock: retention and the vacuum check do not run",
 			"a dispatcher takes it at its next heartbeat (POLL_INTERVAL); if this stays, restart one").with(locks)
 	}
 	return ok(summary, locks)
@@ -594,7 +537,7 @@ func checkAutovacuum(d *doctor) doctorResult {
 	case len(off) == 0:
 		return ok("on, for the server and for "+strings.Join(queue.Vacuumed, ", "), details)
 	case vi == 0 || !s.TrackCounts:
-		return fail(strings.Join(off, "; ")+", and the dispatcher's own vacuum sweep is off (VACUUM_INTERVAL = 0) or blind: nothing vacuums the queue",
+		return fail(strings.Join(off, "; ")+", and the dispatcher's own vacuum check is off (VACUUM_INTERVAL = 0) or blind: nothing vacuums the queue",
 			strings.Join(acts, "; ")).with(details)
 	}
 	return warn(strings.Join(off, "; ")+fmt.Sprintf(": only the dispatcher's own sweep (every VACUUM_INTERVAL, %s, while one runs) vacuums %s, and nothing else of the database",
@@ -678,46 +621,21 @@ func checkPooler(d *doctor) doctorResult {
 	return ok(fmt.Sprintf("a direct connection (server pid %d), as the dispatcher needs", p.BackendPID), p)
 }
 
-// setOwned reports whether a dispatcher runs for the wake row of set.
-func setOwned(set string, ds admin.Dispatchers) bool {
-	if set == queue.AllStages {
-		return ds.Holder != nil
-	}
-	for _, s := range strings.Split(set, ",") {
-		if ds.Owners[s] == nil {
-			return false
-		}
-	}
-	return true
-}
-
 func checkWake(d *doctor) doctorResult {
-	w, err := d.db.WakeState(d.ctx)
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
-	var stages []string
-	for _, r := range w.Rows {
-		if r.Set != queue.AllStages {
-			stages = append(stages, strings.Split(r.Set, ",")...)
-		}
-	}
-	ds, err := d.db.DispatcherSessions(d.ctx, stages)
-	if err != nil {
-		return broken(err)
-	}
-	var stale []string
+	w := h.Wake
 	armed := 0
 	for _, r := range w.Rows {
 		if r.Armed {
 			armed++
-			if !setOwned(r.Set, ds) {
-				stale = append(stale, r.Set)
-			}
 		}
 	}
+	stale := h.StaleWake()
 	switch {
-	case w.Counter == nil && len(ds.Running) == 0:
+	case h.WakeNeverSet():
 		return warn("never set (a server crash since a dispatcher last ran): every pepsi.enqueue() notifies, which slows producers under load",
 			"start pepsi dispatch: it sets the flag (one that stops cleanly clears it)").with(w)
 	case len(stale) > 0:
@@ -725,7 +643,7 @@ func checkWake(d *doctor) doctorResult {
 			strings.Join(stale, ", ")), fmt.Sprintf("start that set's dispatcher, or clear it: SELECT pepsi.arm('%s', false)", stale[0])).with(w)
 	case w.Armed:
 		return ok(fmt.Sprintf("armed (%d of %d dispatcher sets idle, waiting for a notification)", armed, len(w.Rows)), w)
-	case len(ds.Running) > 0:
+	case h.DispatcherRuns():
 		return ok("not armed: the dispatchers are busy and poll; producers do not notify", w)
 	}
 	return ok("not armed, and no dispatcher runs: producers do not notify; a dispatcher polls when it starts", w)
@@ -736,7 +654,7 @@ func checkConnections(d *doctor) doctorResult {
 	if err != nil {
 		return broken(err)
 	}
-	ds, err := d.sessions()
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
@@ -744,7 +662,7 @@ func checkConnections(d *doctor) doctorResult {
 	if d.cfg.Dispatch.MetricsListen != "" {
 		own++
 	}
-	own *= max(1, len(ds.Running))
+	own *= max(1, len(h.Dispatchers.Running))
 	workers := 0
 	for _, s := range d.cfg.Stages {
 		workers += s.Parallelism
@@ -778,14 +696,14 @@ func checkConnections(d *doctor) doctorResult {
 }
 
 func checkStages(d *doctor) doctorResult {
-	counts, err := d.queueCounts()
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
 	if len(d.cfg.Stages) == 0 {
 		return ok("no [stage-NAME] in "+cfgName(d.cfg)+" to compare the queue with", nil)
 	}
-	if lines := unconfigured(d.cfg, counts); len(lines) > 0 {
+	if lines := unconfigured(d.cfg, h.Unconfigured()); len(lines) > 0 {
 		return warn(strings.Join(lines, "; "),
 			"add the section (and restart the dispatchers), or move the messages: pepsi queue retry --to-stage STAGE ID…")
 	}
@@ -793,22 +711,21 @@ func checkStages(d *doctor) doctorResult {
 }
 
 func checkIngress(d *doctor) doctorResult {
-	b, err := d.db.IngressBacklog(d.ctx)
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
+	b := h.Backlog
 	if b.Rows == 0 {
 		return ok("empty: every pepsi.enqueue() is admitted", b)
 	}
-	poll := d.cfg.Dispatch.PollInterval
-	age := b.Now.Sub(*b.Oldest)
-	msg := fmt.Sprintf("%s wait in pepsi.ingress, the oldest for %s", plural(b.Rows, "message"), fmtWait(age))
+	msg := fmt.Sprintf("%s wait in pepsi.ingress, the oldest for %s", plural(b.Rows, "message"), fmtWait(h.BacklogAge()))
 	act := "a dispatcher admits them at every poll: start pepsi dispatch, and restart any older than schema 11"
-	switch {
-	case age > ingressFailPolls*poll:
-		return fail(msg+fmt.Sprintf(" (over %d × POLL_INTERVAL)", ingressFailPolls), act).with(b)
-	case age > max(ingressWarnPolls*poll, time.Second):
-		return warn(msg+fmt.Sprintf(" (over %d × POLL_INTERVAL)", ingressWarnPolls), act).with(b)
+	switch h.BacklogStatus() {
+	case statusFail:
+		return fail(msg+fmt.Sprintf(" (over %d × POLL_INTERVAL)", admin.IngressFailPolls), act).with(b)
+	case statusWarn:
+		return warn(msg+fmt.Sprintf(" (over %d × POLL_INTERVAL)", admin.IngressWarnPolls), act).with(b)
 	}
 	return ok(msg+": admitted at the next poll", b)
 }

@@ -5,13 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/admin"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
-
-// scheduleLate is how long past its time a slot of a [schedule-NAME] may
-// still be unenqueued without a warning, at least: the janitor role moves
-// at a dispatcher's heartbeat (POLL_INTERVAL).
-const scheduleLate = time.Minute
 
 // scheduleReport is a schedule as the schedules check reports it.
 type scheduleReport struct {
@@ -20,55 +16,46 @@ type scheduleReport struct {
 	Next              *time.Time `json:"next,omitempty"`
 }
 
-// checkSchedules lists each [schedule-NAME]'s last and next run. It fails
-// a schedule whose last slot was skipped, its message refused by the
-// server (queue.ScheduleRun.Skipped), and warns of one that no dispatcher
-// runs, or whose slot is overdue: then it says whether a dispatcher holds
-// the janitor lock, for one that does and still has not enqueued the slot
-// needs no other dispatcher but a look at its log or its pepsi.conf.
+// checkSchedules lists each [schedule-NAME]'s last and next run, as the
+// health model judges them (admin.Health.ScheduleStates). It fails a
+// schedule whose last slot was skipped, and warns of one that no
+// dispatcher runs, or whose slot is overdue: then it says whether a
+// dispatcher holds the janitor lock, for one that does and still has not
+// enqueued the slot needs no other dispatcher but a look at its log or its
+// pepsi.conf.
 func checkSchedules(d *doctor) doctorResult {
 	if len(d.cfg.Schedules) == 0 {
 		return ok("no [schedule-NAME] in "+cfgName(d.cfg), nil)
 	}
-	runs, err := d.db.Schedules(d.ctx)
+	h, err := d.health()
 	if err != nil {
 		return broken(err)
 	}
-	byName := map[string]queue.ScheduleRun{}
-	for _, r := range runs {
-		byName[r.Name] = r
-	}
-	now := time.Now()
-	late := max(2*d.cfg.Dispatch.PollInterval, scheduleLate)
 	var lines, unseen, overdue, skipped, skippedNames []string
 	var details []scheduleReport
-	for i := range d.cfg.Schedules {
-		s := &d.cfg.Schedules[i]
-		rep := scheduleReport{ScheduleRun: queue.ScheduleRun{Name: s.Name}, When: s.Spec()}
+	for _, st := range h.ScheduleStates() {
+		s, r := st.Schedule, st.Run
+		rep := scheduleReport{ScheduleRun: r, When: s.Spec()}
 		line := fmt.Sprintf("%s (%s, stage %s): ", s.Name, s.Spec(), s.Stage)
-		r, seen := byName[s.Name]
 		switch {
-		case !seen:
+		case !st.Seen:
 			line += "never run"
 			unseen = append(unseen, s.Name)
 		case r.LastSlot == nil:
-			rep.ScheduleRun = r
 			line += "no slot yet"
-		case r.Skipped():
-			rep.ScheduleRun = r
+		case st.Skipped():
 			line += fmt.Sprintf("last %s skipped", fmtSlot(*r.LastSlot))
 			skipped = append(skipped, fmt.Sprintf("%s's slot %s", s.Name, fmtSlot(*r.LastSlot)))
 			skippedNames = append(skippedNames, s.Name)
 		default:
-			rep.ScheduleRun = r
 			line += fmt.Sprintf("last %s (message %d)", fmtSlot(*r.LastSlot), *r.LastID)
 		}
-		if next := s.Next(now); !next.IsZero() {
-			rep.Next = &next
-			line += ", next " + fmtSlot(next)
+		if !st.Next.IsZero() {
+			rep.Next = &st.Next
+			line += ", next " + fmtSlot(st.Next)
 		}
-		if due := s.Latest(now.Add(-late)); seen && !due.IsZero() && due.After(r.Since) && (r.LastSlot == nil || due.After(*r.LastSlot)) {
-			overdue = append(overdue, fmt.Sprintf("%s's slot %s", s.Name, fmtSlot(due)))
+		if !st.Overdue.IsZero() {
+			overdue = append(overdue, fmt.Sprintf("%s's slot %s", s.Name, fmtSlot(st.Overdue)))
 		}
 		lines = append(lines, line)
 		details = append(details, rep)
@@ -85,15 +72,11 @@ func checkSchedules(d *doctor) doctorResult {
 				"); mend the section in "+cfgName(d.cfg)+" and restart the dispatchers with it")
 	}
 	if len(overdue) > 0 {
-		holder, err := janitorHolder(d)
-		switch {
-		case err != nil:
-			return broken(err)
-		case holder == "":
+		if h.Janitor == nil {
 			add(statusWarn, "not enqueued: "+strings.Join(overdue, ", ")+"; no dispatcher holds the janitor lock",
 				"start a dispatcher (the one that holds the janitor lock enqueues the schedules): see the dispatchers and locks checks")
-		default:
-			add(statusWarn, "not enqueued: "+strings.Join(overdue, ", ")+", though "+holder+" holds the janitor lock",
+		} else {
+			add(statusWarn, "not enqueued: "+strings.Join(overdue, ", ")+", though "+janitorName(h.Janitor)+" holds the janitor lock",
 				`see its log, lines "schedule NAME: …" (a failed enqueue is retried), and check that it runs with this `+cfgName(d.cfg)+
 					" (it enqueues the [schedule-NAME] sections of its own, read at start)")
 		}
@@ -111,27 +94,13 @@ func checkSchedules(d *doctor) doctorResult {
 	return res.with(details)
 }
 
-// janitorHolder names the session that holds the janitor lock (its
-// application_name, "pepsi dispatch pid 812 on mx1"), or "" when none
-// does.
-func janitorHolder(d *doctor) (string, error) {
-	stages, err := d.stages()
-	if err != nil {
-		return "", err
+// janitorName names the session that holds the janitor lock: its
+// application_name ("pepsi dispatch pid 812 on mx1"), or its server pid.
+func janitorName(l *admin.AdvisoryLock) string {
+	if l.Name == "" {
+		return fmt.Sprintf("server pid %d", l.PID)
 	}
-	locks, err := d.db.AdvisoryLocks(d.ctx, stages)
-	if err != nil {
-		return "", err
-	}
-	for _, l := range locks {
-		if l.Granted && l.Kind == queue.LockJanitor {
-			if l.Name == "" {
-				return fmt.Sprintf("server pid %d", l.PID), nil
-			}
-			return l.Name, nil
-		}
-	}
-	return "", nil
+	return l.Name
 }
 
 // fmtSlot prints a slot in UTC, to the second.

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -293,15 +292,8 @@ func TestHTTPDBinary(t *testing.T) {
 	}
 	_, dsn := statsDB(t)
 	env(t, dsn, "")
-	cmd := exec.Command(link, "--listen", "127.0.0.1:0", "--log-format", "json")
-	logs := &testkit.Buffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer cmd.Process.Kill()
+	httpd := startChild(t, link, "--listen", "127.0.0.1:0", "--log-format", "json")
+	logs := httpd.logs
 	re := regexp.MustCompile(`"addr":"([^"]+)"`)
 	var addr string
 	testkit.Wait(t, "the listening line", time.Minute, func() bool {
@@ -315,17 +307,7 @@ func TestHTTPDBinary(t *testing.T) {
 	if v := sample(t, fams, "pepsi_stage_processed_total", "stage", "parse"); v != 10 {
 		t.Errorf("pepsi_stage_processed_total{parse} = %v", v)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("pepsi-httpd exited with %v after SIGTERM; logs:\n%s", err, logs)
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("pepsi-httpd did not exit after SIGTERM; logs:\n%s", logs)
-	}
+	httpd.stop(t)
 }
 
 // TestDispatchMetrics runs pepsi dispatch in this process with

@@ -138,7 +138,7 @@ func queueSummary(c *cli.Context) error {
 	if err := printTable(c.App.Writer, header, rows); err != nil {
 		return err
 	}
-	for _, l := range unconfigured(cfg, counts) {
+	for _, l := range unconfigured(cfg, admin.UnconfiguredIn(cfg.StageNames(), counts)) {
 		if _, err := fmt.Fprintln(c.App.Writer, printable(l)); err != nil {
 			return err
 		}
@@ -205,36 +205,18 @@ func printOwners(c *cli.Context, db *admin.DB, cfg *config.Config, inQueue []str
 	return nil
 }
 
-// unconfigured returns a line for each stage that has messages waiting
-// (pending, paused or held) but no [stage-NAME] section in cfg: no dispatcher
-// hands them out, and nothing else says so. A configuration without
-// stages (PEPSI_DSN alone) says nothing of any stage.
-func unconfigured(cfg *config.Config, counts []admin.Count) []string {
-	if len(cfg.Stages) == 0 {
-		return nil
-	}
-	var order []string
-	waiting := map[string]int64{}
-	for _, c := range counts {
-		if c.Status != queue.Pending && c.Status != queue.Paused && c.Status != queue.Held {
-			continue
-		}
-		if _, ok := cfg.Stage(c.Stage); ok {
-			continue
-		}
-		if _, seen := waiting[c.Stage]; !seen {
-			order = append(order, c.Stage)
-		}
-		waiting[c.Stage] += c.N
-	}
-	lines := make([]string, 0, len(order))
-	for _, s := range order {
+// unconfigured returns a line for each stage with messages waiting that
+// the configuration lacks (admin.UnconfiguredIn): no dispatcher hands them
+// out, and nothing else says so.
+func unconfigured(cfg *config.Config, stages []admin.StageMessages) []string {
+	lines := make([]string, 0, len(stages))
+	for _, m := range stages {
 		verb := "wait"
-		if waiting[s] == 1 {
+		if m.N == 1 {
 			verb = "waits"
 		}
 		lines = append(lines, fmt.Sprintf("no [stage-%s] in %s: %s %s there, handed to no worker until it is configured",
-			s, cfg.Path, plural(waiting[s], "message"), verb))
+			m.Stage, cfg.Path, plural(m.N, "message"), verb))
 	}
 	return lines
 }

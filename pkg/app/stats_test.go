@@ -46,13 +46,13 @@ func TestStatsTable(t *testing.T) {
 		t.Fatalf("stats:\n%s", r.stdout)
 	}
 	rows := fields(tables[0])
-	if strings.Join(rows[0], " ") != "STAGE processed failed_passes timeouts crashes cancelled busy_seconds updated_at" || len(rows) != 3 {
+	if strings.Join(rows[0], " ") != "STAGE processed failed_passes timeouts crashes not_run cancelled busy_seconds updated_at" || len(rows) != 3 {
 		t.Fatalf("stage table:\n%s", tables[0])
 	}
-	if got := strings.Join(rows[1][:7], " "); got != "parse 10 2 1 1 1 12.500" {
+	if got := strings.Join(rows[1][:8], " "); got != "parse 10 2 1 1 0 1 12.500" {
 		t.Errorf("parse row %q", got)
 	}
-	if got := strings.Join(rows[2][:7], " "); got != "store 7 0 0 0 0 0.250" {
+	if got := strings.Join(rows[2][:8], " "); got != "store 7 0 0 0 0 0 0.250" {
 		t.Errorf("store row %q", got)
 	}
 	want := map[string]string{"claimed": "20", "stage_passes": "19", "requeued": "7", "done": "6", "failed_messages": "2",

@@ -45,7 +45,7 @@ const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
 // would: the overview (its screenshot saved under the test's artifact
 // directory, and by make screenshot for the README) with the failures of
 // the last minutes, the backlogs' trends and the charts on one scale; its
-// banners, each provoked in turn (a standby gone, a stage no section
+// banners, each provoked one at a time (a standby gone, a stage no section
 // configures, running messages no dispatcher holds); a failure group's
 // messages, three of them ticked and retried through the confirmation, the
 // result a page of its own that a reload does not post again, the rest
@@ -173,7 +173,7 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
-	// The banners, each provoked in turn. The standby goes: the dispatcher
+	// The banners, each provoked one at a time. The standby goes: the dispatcher
 	// it waited for runs without one.
 	seed.stopStandby()
 	overview("the lost standby's banner", "li.banner.no_standby")

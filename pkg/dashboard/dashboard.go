@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
+	"github.com/pepsi-dev/pepsi/pkg/config"
 )
 
 // Defaults of Options.
@@ -41,6 +42,10 @@ type Options struct {
 	// the charts go (default DefaultWindow).
 	SampleEvery time.Duration
 	Window      time.Duration
+	// StatsInterval is the dispatchers' STATS_INTERVAL: the overview warns
+	// of stages whose statistics of the last two say they answered mostly
+	// 75 (default config.DefaultStatsInterval).
+	StatsInterval time.Duration
 	// Refresh is how often the overview reloads itself, in seconds (the
 	// lists, only when asked to with ?refresh=N): 0 means DefaultRefresh,
 	// a negative value never unless asked to.
@@ -72,6 +77,9 @@ func New(opts Options) *Dashboard {
 	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
+	}
+	if opts.StatsInterval <= 0 {
+		opts.StatsInterval = config.DefaultStatsInterval
 	}
 	if opts.Refresh == 0 {
 		opts.Refresh = DefaultRefresh

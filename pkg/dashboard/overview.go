@@ -70,8 +70,8 @@ type cell struct {
 
 // banner is one thing the overview says is wrong.
 type banner struct {
-	// Kind is no_dispatcher, unowned, paused, orphans, unconfigured or
-	// no_standby.
+	// Kind is no_dispatcher, unowned, paused, orphans, unconfigured,
+	// not_run or no_standby.
 	Kind     string `json:"kind"`
 	Text     string `json:"text"`
 	Link     string `json:"link,omitempty"`
@@ -92,6 +92,8 @@ type overviewPage struct {
 	// LostStandbys are the running dispatchers without the standby this
 	// server saw waiting for them before.
 	LostStandbys []lostStandby `json:"lost_standbys"`
+	// NotRun are the stages whose recent answers were mostly 75 (not run).
+	NotRun []queue.NotRunAnswers `json:"not_run"`
 	// Paused are the paused stages (pepsi queue pause), by name.
 	Paused    []admin.StagePause `json:"paused"`
 	Unowned   []string           `json:"unowned"` // while dispatchers run: the stages none owns
@@ -145,23 +147,22 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	}
 
 	order := d.stageOrder(counts)
-	owners, err := db.DispatcherSessions(ctx, d.sessionStages(counts))
+	h, err := db.HealthOf(ctx, admin.HealthConfig{Stages: d.opts.Stages, StatsInterval: d.opts.StatsInterval, Also: order}, counts.live, counts.now)
 	if err != nil {
 		d.dbFailed(w, r, err)
 		return
 	}
+	owners := h.Dispatchers
 	d.standbys.note(owners, time.Now())
 	page.Dispatcher, page.Dispatchers, page.Standbys = owners.Holder, owners.Running, owners.Standbys
 	page.LostStandbys = d.standbys.lost(owners)
 	if page.LostStandbys == nil {
 		page.LostStandbys = []lostStandby{}
 	}
-	if page.Paused, err = db.PausedStages(ctx); err != nil {
-		d.dbFailed(w, r, err)
-		return
-	}
-	if page.Paused == nil {
-		page.Paused = []admin.StagePause{}
+	page.Paused = append([]admin.StagePause{}, h.Paused...)
+	page.NotRun = append([]queue.NotRunAnswers{}, h.NotRun...)
+	if h.DispatcherRuns() { // else the banner says no dispatcher runs
+		page.Unowned = append(page.Unowned, h.Unowned()...)
 	}
 
 	rows := make(map[string]*stageRow, len(order))
@@ -173,8 +174,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		}
 		rows[s] = x
 	}
-	live := map[string]int64{} // unfinished messages by stage
-	orphans := map[string]int64{}
+	orphans := h.Orphans()
 	for _, c := range counts.live {
 		x := rows[c.Stage]
 		if x == nil { // not in the order: cannot be, the order has every counted stage
@@ -184,12 +184,6 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		if c.Status == queue.Pending {
 			age := max(counts.now.Sub(c.Oldest), 0).Seconds()
 			x.OldestPending = max(x.OldestPending, age)
-		}
-		if c.Status != queue.Failed {
-			live[c.Stage] += c.N
-		}
-		if c.Status == queue.Running && owners.Owners[c.HandedAt] == nil {
-			orphans[c.HandedAt] += c.N
 		}
 	}
 	for s, n := range counts.done {
@@ -201,10 +195,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 	var charts [][]bin
 	for _, s := range order {
 		x := rows[s]
-		x.Owner = owners.Owners[s]
-		if x.Owner == nil && len(owners.Running) > 0 {
-			page.Unowned = append(page.Unowned, s)
-		}
+		x.Owner = h.Owner(s)
 		x.Orphans = orphans[s]
 		for i := range page.Paused {
 			if page.Paused[i].Stage == s {
@@ -238,7 +229,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		page.Stages = []stageRow{}
 	}
 	page.TotalLead, page.TotalRest = cells("", page.Totals, leadStatuses), cells("", page.Totals, rest)
-	page.Banners = d.banners(page, owners, live, orphans, order)
+	page.Banners = d.banners(page, h, order)
 	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: refresh, Updated: counts.at, Page: page})
 }
 
@@ -253,9 +244,9 @@ func cells(stage string, counts map[string]int64, sts []queue.Status) []cell {
 }
 
 // banners says what is wrong, the worst first.
-func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, orphans map[string]int64, order []string) []banner {
+func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) []banner {
 	out := []banner{}
-	if len(owners.Running) == 0 {
+	if !h.DispatcherRuns() {
 		out = append(out, banner{Kind: "no_dispatcher", Text: "No dispatcher runs: no stage is owned, and nothing is claimed. Start pepsi dispatch."})
 	}
 	if n := len(page.Unowned); n > 0 {
@@ -282,6 +273,7 @@ func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, o
 	var where []string
 	one := ""
 	seen := map[string]bool{}
+	orphans := h.Orphans()
 	for _, s := range slices.Concat(order, sortedKeys(orphans)) {
 		if n := orphans[s]; n > 0 && !seen[s] {
 			seen[s] = true
@@ -301,14 +293,17 @@ func (d *Dashboard) banners(page overviewPage, owners admin.Dispatchers, live, o
 		}
 		out = append(out, b)
 	}
-	if len(d.opts.Stages) > 0 {
-		for _, s := range order {
-			if n := live[s]; n > 0 && !slices.Contains(d.opts.Stages, s) {
-				out = append(out, banner{Kind: "unconfigured", Text: fmt.Sprintf(
-					"Stage %s holds %s unfinished message%s, and no [stage-%s] section of pepsi.conf configures it: no worker runs %s.",
-					s, number(n), plural(n), s, them(n)), Link: queryOf("/messages", "stage", s), LinkText: "see them"})
-			}
-		}
+	for _, m := range h.Unconfigured() {
+		out = append(out, banner{Kind: "unconfigured", Text: fmt.Sprintf(
+			"Stage %s holds %s unfinished message%s, and no [stage-%s] section of pepsi.conf configures it: no worker runs %s.",
+			m.Stage, number(m.N), plural(m.N), m.Stage, them(m.N)), Link: queryOf("/messages", "stage", m.Stage), LinkText: "see them"})
+	}
+	for _, a := range page.NotRun {
+		out = append(out, banner{Kind: "not_run", Text: fmt.Sprintf(
+			"Stage %s answered 75 (not run) in %s of its last %s answer%s: those messages go back and are tried again every second, with no attempt counted. "+
+				"A stage should answer 75 only when it cannot reach its database; their errors say why.",
+			a.Stage, number(a.NotRun), number(a.NotRun+a.Passes), plural(a.NotRun+a.Passes)),
+			Link: queryOf("/messages", "stage", a.Stage, "status", string(queue.Paused)), LinkText: "see them"})
 	}
 	for _, l := range page.LostStandbys {
 		owns := "every stage"

@@ -51,6 +51,19 @@ func (b bannersJSON) banner(kind string) string {
 	return ""
 }
 
+// looker returns a function that waits until ok holds of the overview
+// read into b, reading it again meanwhile.
+func (b *bannersJSON) looker(t *testing.T, s *site) func(what string, ok func() bool) {
+	return func(what string, ok func() bool) {
+		t.Helper()
+		testkit.Wait(t, what, time.Minute, func() bool {
+			*b = bannersJSON{}
+			s.getJSON("/", req{}, b)
+			return ok()
+		})
+	}
+}
+
 // TestOverviewBanners: the overview says what is wrong, each thing in a
 // banner that comes and goes with it: no dispatcher, running messages
 // none holds, a stage with unfinished messages that pepsi.conf does not
@@ -59,14 +72,7 @@ func TestOverviewBanners(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, siteOptions{stages: []string{"a", "b"}, options: func(o *dashboard.Options) { o.SampleEvery = 100 * time.Millisecond }})
 	var o bannersJSON
-	look := func(what string, ok func() bool) {
-		t.Helper()
-		testkit.Wait(t, what, time.Minute, func() bool {
-			o = bannersJSON{}
-			s.getJSON("/", req{}, &o)
-			return ok()
-		})
-	}
+	look := o.looker(t, s)
 	look("no dispatcher", func() bool { return strings.Join(o.kinds(), " ") == "no_dispatcher" })
 
 	running := s.enqueue("a", 3, nil)
@@ -177,4 +183,32 @@ func TestLongText(t *testing.T) {
 	if n := strings.Count(body, long); n != 1 || strings.Contains(body, folded) || !strings.Contains(body, `<details class="long"><summary><pre class="error head">order 7: the catalogue`) {
 		t.Errorf("the message page shows its long error %d times, or its group's reason, or not behind a control:\n%s", n, body)
 	}
+}
+
+// TestOverviewNotRun: a stage whose latest statistics say it answered
+// mostly 75 (not run) gets a banner, with its messages' list; the
+// banner goes when a write says otherwise, or when the write is older
+// than two STATS_INTERVALs.
+func TestOverviewNotRun(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{stages: []string{"a"}})
+	holdLock(t, s.dsn) // a dispatcher runs: no banner of its own
+	var o bannersJSON
+	look := o.looker(t, s)
+	look("no banner", func() bool { return len(o.Banners) == 0 })
+	s.exec(`INSERT INTO pepsi.stage_stats (stage, not_run, recent_not_run, recent_passes, processed) VALUES ('a', 7, 7, 1, 1)`)
+	look("the not-run banner", func() bool { return o.banner("not_run") != "" })
+	if got, want := o.banner("not_run"), "Stage a answered 75 (not run) in 7 of its last 8 answers: those messages go back and are tried again every second, "+
+		"with no attempt counted. A stage should answer 75 only when it cannot reach its database; their errors say why."; got != want {
+		t.Errorf("not_run: %q, want %q", got, want)
+	}
+	for _, b := range o.Banners {
+		if b.Kind == "not_run" && b.Link != "/messages?stage=a&status=paused" {
+			t.Errorf("not_run links to %q", b.Link)
+		}
+	}
+	s.exec(`UPDATE pepsi.stage_stats SET recent_not_run = 1, recent_passes = 30`)
+	look("no banner once it runs its messages", func() bool { return len(o.Banners) == 0 })
+	s.exec(`UPDATE pepsi.stage_stats SET recent_not_run = 7, recent_passes = 0, updated_at = now() - interval '3 minutes'`)
+	look("no banner for an old write", func() bool { return len(o.Banners) == 0 })
 }

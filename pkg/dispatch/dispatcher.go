@@ -29,6 +29,14 @@ type Options struct {
 	Standby bool             // wait until the dispatcher's whole stage set is free instead of failing
 	Now     func() time.Time // the clock; time.Now when nil
 	Observe Observer         // hears what happens, for metrics; nil: nobody
+
+	// OpenStore opens the queue's pool, once the lock is taken; nil:
+	// queue.Open on DSN.
+	OpenStore func(ctx context.Context) (Store, error)
+	// DialLock opens a listener session, at start and again after one
+	// fails; nil: queue.Dial on DSN and INGRESS_CHANNEL. At start, an error
+	// queue.IsConnectFailure accepts is retried with backoff.
+	DialLock func(ctx context.Context) (LockSession, error)
 }
 
 // ErrLocked is returned by Run when another dispatcher owns one of its
@@ -45,6 +53,9 @@ type Dispatcher struct {
 	now     func() time.Time
 	standby bool
 	env     []string // the stage programs' environment
+
+	answersDueFn func() bool // answersDue, bound once (a method value made per question would allocate)
+	backend      backend     // how it reaches the database (Options.OpenStore, DialLock)
 
 	// The stages this dispatcher owns (STAGES, --stages; nil: every stage
 	// of the configuration, and every other dispatcher excluded), and its
@@ -87,31 +98,14 @@ type Dispatcher struct {
 	lockless bool      // the lock session failed: no queue work until it is back with the lock
 	outage   outage    // what a database outage did to passes in flight
 
-	wakeGen uint64 // counts wakes, so a job's result does not hide a later one
-	waker   waker  // polling or waiting for notifications
 }
 
-// queueWork is the lanes and the work they are given next.
+// queueWork is the lanes and the planner whose decisions they carry out.
 type queueWork struct {
+	plan    *planner  // what to claim and settle, and when
 	claimer lane      // claims, resumes, the wake flag
 	settler lane      // settles
 	chores  choreLane // the orphan sweep, statistics, the wake flag at stop
-
-	settles      []queue.Settle   // verdicts for the next settle
-	settleAgain  bool             // the last settle failed: its verdicts go again before any claim
-	settleClaims bool             // the settle in flight carries a claim (claimWithSettle)
-	settleCaps   []queue.StageCap // the caps of the claim it carries (the claim lane's are caps)
-	spare        []queue.Settle   // the other settles buffer, while a settle has one
-	caps         []queue.StageCap // the next claim's caps
-	marks        uint64           // counts markMore calls
-	claimAt      time.Time        // a small claim waits until then for more room (zero: none waits)
-	settleAt     time.Time        // a small settle waits until then for more answers (zero: none waits)
-	settleNow    bool             // the next settle holds answers of a keyed stage: it does not wait
-	backlog      int              // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
-	nextPaused   time.Time        // when the next paused row falls due (zero: none)
-	checkPause   bool             // resume whatever is due with the next claim
-	tokensAt     time.Time        // when a stage the last claim left out for want of tokens has them back (zero: none was)
-	keyed        bool             // some stage has KEY: claims and settles book keys
 }
 
 // choreState is when the loop's chores are due and what they write.
@@ -180,20 +174,16 @@ func New(opts Options) (*Dispatcher, error) {
 	}
 	d.set = queue.SetName(d.owned)
 	d.token = queue.NewToken()
+	d.plan = newPlanner(d.owned, d.set)
+	d.answersDueFn = d.answersDue
+	d.backend = newBackend(opts, d.set)
 	for _, s := range opts.Config.Owned() {
-		p := &pool{cfg: s, more: true, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
-		if s.Rate.Limited() {
-			p.rate = newBucket(s.Rate.Count, s.Rate.Per)
-		}
-		if s.Keyed() {
-			p.keys = newKeys()
-			d.keyed = true
-		}
+		p := &pool{cfg: s, retry: queue.RetryPolicy{Retries: s.Retries, Delay: s.RetryDelay, Max: max(s.RetryMax, s.RetryDelay)}}
+		p.plan = d.plan.add(s, p)
 		d.pools = append(d.pools, p)
-		d.backlog += s.Parallelism * s.QueueLimit
 		d.byName[s.Name] = p
 	}
-	d.startRates(d.now())
+	d.plan.startRates(d.now())
 	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN())
 	return d, nil
 }
@@ -285,11 +275,9 @@ func (d *Dispatcher) start(ctx context.Context) (db Store, lis LockSession, err 
 	if err := d.lock(ctx, lis); err != nil {
 		return nil, lis, err
 	}
-	qdb, err := queue.Open(ctx, d.cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: d.set, NoJIT: true})
-	if err != nil {
+	if db, err = d.backend.openStore(ctx); err != nil {
 		return nil, lis, err
 	}
-	db = qdb
 	if err := db.CheckSchema(ctx); err != nil {
 		return db, lis, err
 	}
@@ -312,9 +300,7 @@ func (d *Dispatcher) start(ctx context.Context) (db Store, lis LockSession, err 
 	if n > 0 {
 		d.obs.OrphansRescued(n)
 	}
-	d.checkPause = true
-	d.waker.start(d.now())
-	d.startRates(d.now())
+	d.plan.start(d.now())
 	d.nextOrphans = d.now().Add(dc.OrphanSweep)
 	d.obs.Health(true)
 	d.log.Info("dispatcher started", "pid", os.Getpid(), "stages", len(d.pools), "set", d.set, "janitor", d.role.has(), "orphans_reset", n,

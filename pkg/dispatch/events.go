@@ -46,14 +46,14 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		w.answered++
 		if st.Code == protocol.NotRun {
 			// The stage could not reach its database: no pass was made.
-			d.settles = append(d.settles, notRun(id, stage))
+			d.notRunAnswer(w.pool, id, st.Text, now)
 			w.headAt = now
 			continue
 		}
 		d.tally.answered(stage, st.Code == 0, now.Sub(w.headAt), st.Fused)
 		d.observePass(stage, st, now.Sub(w.headAt))
 		if st.Code == 0 {
-			d.settles = append(d.settles, answered(id, stage, st))
+			d.plan.verdict(answered(id, stage, st))
 		} else {
 			reason := fmt.Sprintf("stage %s answered %d", stage, st.Code)
 			if st.Text != "" {
@@ -63,8 +63,8 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 		}
 		w.headAt = now
 	}
-	if w.pool.keys != nil {
-		d.settleNow = true // its keys are held until the settle
+	if w.pool.cfg.Keyed() {
+		d.plan.keyedAnswers() // its keys are held until the settle
 	}
 	if w.inflight.len() == 0 {
 		w.idleAt = now
@@ -79,7 +79,7 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 // of process pid: the message fails, or is paused for a retry while the
 // stage's RETRIES allow.
 func (d *Dispatcher) failedPass(p *pool, id int64, kind queue.FailKind, pid int, reason string) {
-	d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry,
+	d.plan.verdict(queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry,
 		Kind: kind, PID: int32(pid)})
 }
 
@@ -154,7 +154,7 @@ func (d *Dispatcher) abandonWith(w *worker, head func(p *pool, id int64)) {
 		if i == 0 {
 			head(w.pool, id)
 		} else {
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: stage, Verdict: queue.NotRun})
+			d.plan.verdict(queue.Settle{ID: id, Stage: stage, Verdict: queue.NotRun})
 		}
 	}
 }
@@ -175,12 +175,12 @@ func (d *Dispatcher) exited(w *worker, err error) {
 		d.log.Debug("worker stopped with messages outstanding", "stage", p.cfg.Name, "pid", w.proc.pid,
 			"status", status, "outstanding", w.inflight.len())
 		for _, id := range w.inflight.drain() {
-			d.settles = append(d.settles, queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
+			d.plan.verdict(queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
 		}
 	case w.inflight.len() > 0 && exitCode(err) == protocol.NotRun:
 		d.log.Warn("worker exited: its database is unreachable; its messages go back", "stage", p.cfg.Name,
 			"pid", w.proc.pid, "status", status, "outstanding", w.inflight.len())
-		d.abandonWith(w, func(p *pool, id int64) { d.settles = append(d.settles, notRun(id, p.cfg.Name)) })
+		d.abandonWith(w, func(p *pool, id int64) { d.notRunExit(p, id, d.now()) })
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")
 		}
@@ -205,5 +205,5 @@ func (d *Dispatcher) exited(w *worker, err error) {
 	if !w.stopping {
 		close(w.proc.feed)
 	}
-	p.more = true
+	p.plan.worthClaim()
 }

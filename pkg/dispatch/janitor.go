@@ -9,10 +9,10 @@ import (
 )
 
 // The work that is not per stage (the retention sweep, the vacuum check,
-// the schedules, recording the ingress channel) is done by the holder of the janitor
-// lock alone. The lock can move: a dispatcher whose lock session failed
-// loses it, and another takes it at its next heartbeat. The services run
-// while this dispatcher holds it (see docs/design.md, "Stage sets and
+// the schedules, recording the ingress channel) is done by the holder of
+// the janitor lock alone. The lock can change hands: a dispatcher whose
+// lock session failed loses it, and another takes it at its next
+// heartbeat. The services run while this dispatcher holds it (see docs/design.md, "Stage sets and
 // standbys").
 
 // janitorRole is the janitor lock as the dispatcher's goroutines see it:
@@ -134,7 +134,7 @@ func (d *Dispatcher) takeJanitor(ctx context.Context, lis LockSession) error {
 	}
 	if ok {
 		d.role.set(true)
-		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum)")
+		d.log.Info("janitor: this dispatcher does the work that is not per stage (retention, vacuum, the schedules)")
 	}
 	return nil
 }

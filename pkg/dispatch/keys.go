@@ -13,7 +13,7 @@ import (
 type keys struct {
 	of   map[int64]string
 	held map[string]int
-	buf  []queue.HeldKey // the claim's copy of held (one job claims for a stage at a time)
+	buf  []queue.HeldKey // the claim's copy of held (one turn claims for a stage at a time)
 	less map[string]int  // what a settle in the making frees (freeing)
 	// freed: the keys given back since the stage's last claim ended
 	// (fresh).
@@ -111,36 +111,6 @@ func (k *keys) snapshot() []queue.HeldKey {
 	return k.buf
 }
 
-// holdClaimed books the keys of claimed messages at stages with KEY.
-func (d *Dispatcher) holdClaimed(claimed []queue.Claimed) {
-	if !d.keyed {
-		return
-	}
-	for i := range claimed {
-		c := &claimed[i]
-		if !c.Keyed {
-			continue
-		}
-		if p := d.byName[c.Stage]; p != nil && p.keys != nil {
-			p.keys.hold(c.ID, c.Key)
-		}
-	}
-}
-
-// releaseSettled gives back the keys of settled messages; their stage may
-// have claimable messages of those keys now.
-func (d *Dispatcher) releaseSettled(settled []queue.Settled) {
-	if !d.keyed {
-		return
-	}
-	for i := range settled {
-		s := &settled[i]
-		if p := d.byName[s.Handed]; p != nil && p.keys != nil && p.keys.release(s.ID) {
-			d.markMore(p)
-		}
-	}
-}
-
 // setKeys writes the KEY of this dispatcher's stages to the database
 // (queue.DB.SetFlowKeys), where ingress and settles read it.
 func (d *Dispatcher) setKeys(ctx context.Context, db Store) error {
@@ -148,7 +118,7 @@ func (d *Dispatcher) setKeys(ctx context.Context, db Store) error {
 	var fks []queue.FlowKey
 	for _, p := range d.pools {
 		stages = append(stages, p.cfg.Name)
-		if p.keys != nil {
+		if p.cfg.Keyed() {
 			fks = append(fks, queue.FlowKey{Stage: p.cfg.Name, Header: p.cfg.KeyHeader, Limit: p.cfg.KeyLimit})
 		}
 	}

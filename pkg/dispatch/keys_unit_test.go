@@ -49,20 +49,20 @@ func TestFinishClaimKeysFew(t *testing.T) {
 	u := newUnit(t)
 	u.worker("a")
 	p := u.byName["a"]
-	p.keys = newKeys()
-	p.keys.hold(1, "x")
-	p.keys.release(1) // a settle gave x back
+	p.plan.keys = newKeys()
+	p.plan.keys.hold(1, "x")
+	p.plan.keys.release(1) // a settle gave x back
 	keyed := func(got ...queue.Claimed) *job {
 		j := u.claimJob(map[string]int{"a": len(got)}, nil)
 		j.res.Claimed = append(j.res.Claimed, got...)
 		return j
 	}
 	u.finishJob(keyed(queue.Claimed{ID: 2, Stage: "a", Key: "x", Keyed: true}), u.at)
-	if p.filled || p.more {
-		t.Errorf("a claim of the key a settle freed: filled %v, more %v; want neither", p.filled, p.more)
+	if p.plan.filled || p.plan.more {
+		t.Errorf("a claim of the key a settle freed: filled %v, more %v; want neither", p.plan.filled, p.plan.more)
 	}
 	u.finishJob(keyed(queue.Claimed{ID: 3, Stage: "a", Key: "y", Keyed: true}), u.at)
-	if !p.filled || !p.more {
-		t.Errorf("a claim of a key never held: filled %v, more %v; want both", p.filled, p.more)
+	if !p.plan.filled || !p.plan.more {
+		t.Errorf("a claim of a key never held: filled %v, more %v; want both", p.plan.filled, p.plan.more)
 	}
 }

@@ -24,22 +24,21 @@ type lane struct {
 	buf  job
 }
 
-// job is a lane's job: one turn and its result.
+// job is a lane's job: one turn and its result (what the turn is for,
+// the planner keeps).
 type job struct {
 	lane *lane
 	err  error
 
-	turn  queue.Turn
-	res   queue.TurnResult
-	gen   uint64    // wakeGen when it was started (a claim, or a settle that carries one)
-	marks uint64    // marks when it was started
-	pause time.Time // a claim with Resume: the earliest pause a settle reported meanwhile
+	turn queue.Turn
+	res  queue.TurnResult
 }
 
-// opTimeout bounds one queue job (a turn, a chore, a retention step).
-// Jobs do not run under the dispatcher's context: a stop must not cancel a
-// claim or settle half-way, leaving rows changed that the loop does not
-// know of. Only a stop that gives up on the database cancels them.
+// opTimeout bounds one piece of queue work (a turn, a chore, a retention
+// batch). The lanes' jobs do not run under the dispatcher's context: a stop
+// must not cancel a claim or settle half-way, leaving rows changed that
+// the loop does not know of. Only a stop that gives up on the database
+// cancels them.
 const opTimeout = 30 * time.Second
 
 // run executes l's turns on db one at a time until its channel is

@@ -12,8 +12,8 @@ import (
 )
 
 // poolConns is the size of the dispatcher's pool: the claim and settle
-// lanes, the chore lane, and the janitor's two services (retention,
-// vacuum).
+// lanes, the chore lane, and the janitor's retention and vacuum
+// services.
 const poolConns = 5
 
 // ownConns is how many sessions the dispatcher opens itself: the listener,

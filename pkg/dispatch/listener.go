@@ -55,7 +55,7 @@ func (d *Dispatcher) reconnectBackoff() backoff {
 func (d *Dispatcher) dial(ctx context.Context) (LockSession, error) {
 	b := d.reconnectBackoff()
 	for {
-		lis, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
+		lis, err := d.backend.dialLock(ctx)
 		if err == nil {
 			return lis, nil
 		}
@@ -187,11 +187,9 @@ func closeListener(lis LockSession) {
 func (d *Dispatcher) relisten(ctx context.Context) {
 	b := d.reconnectBackoff()
 	for sleep(ctx, b.next()) {
-		var lis LockSession
-		ql, err := queue.Dial(ctx, d.cfg.DSN, d.cfg.Dispatch.IngressChannel)
+		lis, err := d.backend.dialLock(ctx)
 		var standby bool
 		if err == nil {
-			lis = ql
 			standby, err = lis.StandbyWaits(ctx, d.lockStages(), d.owned == nil)
 		}
 		if err == nil && standby {

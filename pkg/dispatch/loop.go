@@ -9,7 +9,7 @@ import (
 )
 
 // loop is the dispatcher's one goroutine: it handles events, then takes a
-// turn (enforce deadlines, start the lanes' next jobs), then sleeps until
+// step (enforce deadlines, start the lanes' next jobs), then sleeps until
 // the next event, job result, service report or deadline. Each lane has
 // one job in flight at a time; what workers answer meanwhile goes into the
 // next one, so batches grow with the load. The loop runs no statement
@@ -23,7 +23,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 	var fatal error
 	for {
 		now := d.now()
-		d.turn(now)
+		d.step(now)
 		if d.stopped(now) {
 			return d.result(fatal)
 		}
@@ -74,7 +74,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 }
 
 // drainEvents handles every event already queued, so that capacities are
-// current before the turn.
+// current before the step.
 func (d *Dispatcher) drainEvents() {
 	for {
 		select {
@@ -86,18 +86,12 @@ func (d *Dispatcher) drainEvents() {
 	}
 }
 
-// woken marks every stage worth a claim and due paused rows worth a look.
-func (d *Dispatcher) woken() {
-	d.wakeGen++
-	d.waker.woken(d.now())
-	for _, p := range d.pools {
-		p.more = true
-	}
-	d.checkPause = true
-}
+// woken tells the planner there may be work: a notification, a heartbeat,
+// a reconnect.
+func (d *Dispatcher) woken() { d.plan.woken(d.now()) }
 
-// turn does the work the events and clock call for.
-func (d *Dispatcher) turn(now time.Time) {
+// step does the work the events and clock call for.
+func (d *Dispatcher) step(now time.Time) {
 	d.watch(now)
 	if now.Before(d.retryAt) {
 		return
@@ -152,24 +146,7 @@ func (d *Dispatcher) nextDeadline(now time.Time) time.Time {
 		if d.chores.job == nil {
 			d.choreDeadlines(now, soon)
 		}
-		if !d.lockless && len(d.settles) > 0 && d.settler.job == nil {
-			if now.Before(d.settleAt) {
-				soon(d.settleAt) // a small settle waits for more answers
-			} else {
-				soon(now)
-			}
-		}
-		if !d.lockless && !d.claimHeld() {
-			soon(d.nextPaused)
-			soon(d.waker.pollAt)
-			soon(d.claimAt)
-			if now.Before(d.tokensAt) {
-				soon(d.tokensAt)
-			}
-			if d.waker.write != queue.ArmKeep {
-				soon(now)
-			}
-		}
+		d.plan.deadline(now, d.loopState(), soon)
 	}
 	if d.stopping {
 		soon(d.stopBy)
@@ -200,7 +177,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 	if d.lockless {
 		return
 	}
-	if d.claimer.job == nil && !d.settleClaims {
+	if !d.plan.claimInFlight() {
 		// The orphan sweep starts only while no claim is in flight: the
 		// claim's result wakes the loop.
 		if d.orphansNow {
@@ -212,7 +189,7 @@ func (d *Dispatcher) choreDeadlines(now time.Time, soon func(time.Time)) {
 
 // idle reports whether no message is in flight and nothing waits to be settled.
 func (d *Dispatcher) idle() bool {
-	return len(d.settles) == 0 && !d.busy() && !d.answersDue()
+	return d.plan.unsettled() == 0 && !d.busy() && !d.answersDue()
 }
 
 // observePools reports each stage's workers and messages in flight.

@@ -221,24 +221,24 @@ func TestNextDeadline(t *testing.T) {
 	}{
 		{"nothing to do: the statistics interval", func(*unit) {}, 10 * time.Second},
 		{"verdicts and an idle settle lane: now", func(u *unit) {
-			u.settles = append(u.settles, queue.Settle{ID: 1})
+			u.plan.settles = append(u.plan.settles, queue.Settle{ID: 1})
 		}, 0},
 		{"verdicts while a settle runs: its result wakes the loop", func(u *unit) {
-			u.settles = append(u.settles, queue.Settle{ID: 1})
-			u.settler.job = &u.settler.buf
+			u.plan.settles = append(u.plan.settles, queue.Settle{ID: 1})
+			u.settler.job, u.plan.settleRunning = &u.settler.buf, true
 		}, 10 * time.Second},
 		{"after a database error: the retry", func(u *unit) {
 			u.retryAt = u.at.Add(3 * time.Second)
-			u.settles = append(u.settles, queue.Settle{ID: 1})
+			u.plan.settles = append(u.plan.settles, queue.Settle{ID: 1})
 		}, 3 * time.Second},
-		{"a poll due", func(u *unit) { u.waker.pollAt = u.at.Add(time.Millisecond) }, time.Millisecond},
+		{"a poll due", func(u *unit) { u.plan.waker.pollAt = u.at.Add(time.Millisecond) }, time.Millisecond},
 		{"a poll, while a claim runs: its result", func(u *unit) {
-			u.waker.pollAt = u.at.Add(time.Millisecond)
-			u.claimer.job = &u.claimer.buf
+			u.plan.waker.pollAt = u.at.Add(time.Millisecond)
+			u.claimer.job, u.plan.claimRunning = &u.claimer.buf, true
 		}, 10 * time.Second},
 		{"without the lock: no claim", func(u *unit) {
 			u.lockless = true
-			u.waker.pollAt = u.at.Add(time.Millisecond)
+			u.plan.waker.pollAt = u.at.Add(time.Millisecond)
 		}, 10 * time.Second},
 		{"statistics to write while idle", func(u *unit) {
 			u.tally.dirty = true
@@ -252,7 +252,7 @@ func TestNextDeadline(t *testing.T) {
 		{"the orphan sweep after a reconnect", func(u *unit) { u.orphansNow = true }, 0},
 		{"the orphan sweep waits for the claim", func(u *unit) {
 			u.orphansNow = true
-			u.claimer.job = &u.claimer.buf
+			u.claimer.job, u.plan.claimRunning = &u.claimer.buf, true
 		}, 10 * time.Second},
 		{"a worker's MAX_RUNTIME", func(u *unit) { u.workerDue = u.at.Add(2 * time.Second) }, 2 * time.Second},
 		{"stopping: give up at stopBy", func(u *unit) {
@@ -260,26 +260,26 @@ func TestNextDeadline(t *testing.T) {
 			u.beginStop()
 			u.workerDue = u.at.Add(time.Hour) // the kill is at SHUTDOWN_GRACE, before stopBy
 		}, 4*time.Second + stopSlack},
-		{"a paused row falls due", func(u *unit) { u.nextPaused = u.at.Add(5 * time.Second) }, 5 * time.Second},
+		{"a paused row falls due", func(u *unit) { u.plan.nextPaused = u.at.Add(5 * time.Second) }, 5 * time.Second},
 		// A due deadline of the claim's while the claim may not start
 		// spun the loop (the settle lane behind under 64 workers: the
 		// dispatcher took 3x its CPU per pass and halved the throughput).
 		{"a poll past due while the settles are behind: the settle's result", func(u *unit) {
-			u.waker.pollAt = u.at.Add(-time.Millisecond)
-			u.settler.job = &u.settler.buf
-			for i := range u.backlog + 1 {
-				u.settles = append(u.settles, queue.Settle{ID: int64(i + 1)})
+			u.plan.waker.pollAt = u.at.Add(-time.Millisecond)
+			u.settler.job, u.plan.settleRunning = &u.settler.buf, true
+			for i := range u.plan.backlog + 1 {
+				u.plan.settles = append(u.plan.settles, queue.Settle{ID: int64(i + 1)})
 			}
 		}, 10 * time.Second},
 		{"a poll past due while the orphan sweep runs: the sweep's result", func(u *unit) {
-			u.waker.pollAt = u.at.Add(-time.Millisecond)
+			u.plan.waker.pollAt = u.at.Add(-time.Millisecond)
 			u.chores.job = &orphanSweep{}
 		}, 10 * time.Second},
 		{"a paused row past due while stopping: stopBy", func(u *unit) {
 			u.worker("a", 1)
 			u.beginStop()
 			u.workerDue = u.at.Add(time.Hour)
-			u.nextPaused = u.at.Add(-time.Second)
+			u.plan.nextPaused = u.at.Add(-time.Second)
 		}, 4*time.Second + stopSlack},
 	} {
 		u := newUnit(t)
@@ -306,7 +306,7 @@ func (u *unit) claimJob(caps map[string]int, got map[string][]int64) *job {
 			j.res.Claimed = append(j.res.Claimed, queue.Claimed{ID: id, Stage: stage})
 		}
 	}
-	j.gen, j.marks = u.wakeGen, u.marks
+	u.plan.claimRunning, u.plan.claimGen, u.plan.claimMarks, u.plan.caps = true, u.plan.wakeGen, u.plan.marks, j.turn.Caps
 	u.claimer.job = j
 	return j
 }
@@ -317,25 +317,25 @@ func TestFinishClaimMore(t *testing.T) {
 	u.worker("b")
 	// a filled its cap: it may have more; b did not.
 	u.finishJob(u.claimJob(map[string]int{"a": 2, "b": 2}, map[string][]int64{"a": {1, 2}, "b": {3}}), u.at)
-	if !u.byName["a"].more || u.byName["b"].more {
-		t.Errorf("more: a %v b %v, want a only", u.byName["a"].more, u.byName["b"].more)
+	if !u.plan.byName["a"].more || u.plan.byName["b"].more {
+		t.Errorf("more: a %v b %v, want a only", u.plan.byName["a"].more, u.plan.byName["b"].more)
 	}
 	// A settle made rows pending at b while the next claim ran.
 	j := u.claimJob(map[string]int{"b": 1}, nil)
-	u.markMore(u.byName["b"])
+	u.plan.markMore(u.plan.byName["b"])
 	u.finishJob(j, u.at)
-	if !u.byName["b"].more {
+	if !u.plan.byName["b"].more {
 		t.Error("a settle's pending rows during the claim were forgotten")
 	}
 	// A wake during the claim keeps every stage claimed for worth another.
 	j = u.claimJob(map[string]int{"b": 1}, nil)
 	u.woken()
 	u.finishJob(j, u.at)
-	if !u.byName["b"].more {
+	if !u.plan.byName["b"].more {
 		t.Error("a wake during the claim was forgotten")
 	}
 	u.finishJob(u.claimJob(map[string]int{"b": 1}, nil), u.at)
-	if u.byName["b"].more {
+	if u.plan.byName["b"].more {
 		t.Error("an empty claim left b worth another")
 	}
 	if u.tally.global.Claimed != 3 {
@@ -355,36 +355,36 @@ func TestFinishClaimHandOut(t *testing.T) {
 		t.Errorf("b was fed %q", got)
 	}
 	// A stage no pool has (changed by hand while the claim ran) goes back.
-	if len(u.settles) != 1 || u.settles[0].ID != 30 || u.settles[0].Verdict != queue.NotRun {
-		t.Errorf("settles %+v, want 30 not run", u.settles)
+	if len(u.plan.settles) != 1 || u.plan.settles[0].ID != 30 || u.plan.settles[0].Verdict != queue.NotRun {
+		t.Errorf("settles %+v, want 30 not run", u.plan.settles)
 	}
 	if u.workerDue != u.at.Add(u.cfg.Dispatch.MaxRuntime) {
 		t.Errorf("worker deadline %s, want MAX_RUNTIME from now", u.workerDue.Sub(u.at))
 	}
 
 	// Claimed as a stop began: not handed out.
-	u.settles = u.settles[:0]
+	u.plan.settles = u.plan.settles[:0]
 	u.stopping = true
 	u.finishJob(u.claimJob(map[string]int{"a": 1}, map[string][]int64{"a": {13}}), u.at)
-	if got := fed(wa); got != "" || len(u.settles) != 1 || u.settles[0].Verdict != queue.NotRun {
-		t.Errorf("while stopping: fed %q, settles %+v", got, u.settles)
+	if got := fed(wa); got != "" || len(u.plan.settles) != 1 || u.plan.settles[0].Verdict != queue.NotRun {
+		t.Errorf("while stopping: fed %q, settles %+v", got, u.plan.settles)
 	}
 }
 
 func TestFinishClaimFailed(t *testing.T) {
 	u := newUnit(t)
-	u.waker.start(u.at) // the first turn writes the flag off
-	u.checkPause = true
+	u.plan.waker.start(u.at) // the first turn writes the flag off
+	u.plan.checkPause = true
 	u.startClaim(u.at) // not sent: the lane is not running, but its channel holds one
 	j := u.claimer.job
-	if j == nil || !j.turn.Resume || j.turn.Arm != queue.ArmOff || u.checkPause {
+	if j == nil || !j.turn.Resume || j.turn.Arm != queue.ArmOff || u.plan.checkPause {
 		t.Fatalf("claim not started as expected: %+v", j)
 	}
 	u.sent(&u.claimer)
 	j.err = errors.New("connection refused")
 	u.finishJob(j, u.at)
-	if !u.checkPause || u.waker.write != queue.ArmOff {
-		t.Errorf("a failed claim lost its resume (%v) or its flag write (%v)", u.checkPause, u.waker.write)
+	if !u.plan.checkPause || u.plan.waker.write != queue.ArmOff {
+		t.Errorf("a failed claim lost its resume (%v) or its flag write (%v)", u.plan.checkPause, u.plan.waker.write)
 	}
 	if !u.retryAt.After(u.at) || u.retryAt.After(u.at.Add(u.cfg.Dispatch.ReconnectMin)) {
 		t.Errorf("retry in %s, want within RECONNECT_MIN", u.retryAt.Sub(u.at))
@@ -423,7 +423,7 @@ func TestDBFailedFenced(t *testing.T) {
 
 func TestFinishSettle(t *testing.T) {
 	u := newUnit(t)
-	u.settles = []queue.Settle{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	u.plan.settles = []queue.Settle{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	u.startSettle(u.at)
 	j := u.sent(&u.settler)
 	due := u.at.Add(time.Minute)
@@ -433,13 +433,13 @@ func TestFinishSettle(t *testing.T) {
 		{ID: 3, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "a"},
 		{ID: 4, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "b"},
 	}
-	u.byName["b"].more = false
+	u.plan.byName["b"].more = false
 	u.finishJob(j, u.at)
-	if !u.byName["b"].more || u.byName["b"].marked == 0 {
+	if !u.plan.byName["b"].more || u.plan.byName["b"].marked == 0 {
 		t.Error("b got a pending row and is not worth a claim")
 	}
-	if !u.nextPaused.Equal(due) {
-		t.Errorf("next paused %s, want %s", u.nextPaused, due)
+	if !u.plan.nextPaused.Equal(due) {
+		t.Errorf("next paused %s, want %s", u.plan.nextPaused, due)
 	}
 	if n := strings.Count(u.log.String(), "moved to a stage no [stage-NAME] section configures"); n != 1 {
 		t.Errorf("%d warnings for the unconfigured stage, want 1:\n%s", n, u.log)
@@ -449,17 +449,17 @@ func TestFinishSettle(t *testing.T) {
 	}
 
 	// A failed settle keeps its verdicts, ahead of the newer ones.
-	u.settles = []queue.Settle{{ID: 5}}
+	u.plan.settles = []queue.Settle{{ID: 5}}
 	u.startSettle(u.at)
 	j = u.sent(&u.settler)
-	u.settles = append(u.settles, queue.Settle{ID: 6})
+	u.plan.settles = append(u.plan.settles, queue.Settle{ID: 6})
 	j.err = errors.New("timeout")
 	u.finishJob(j, u.at)
-	if len(u.settles) != 2 || u.settles[0].ID != 5 || u.settles[1].ID != 6 {
-		t.Errorf("after a failed settle: %+v", u.settles)
+	if len(u.plan.settles) != 2 || u.plan.settles[0].ID != 5 || u.plan.settles[1].ID != 6 {
+		t.Errorf("after a failed settle: %+v", u.plan.settles)
 	}
 	// It may have committed: no claim goes before it goes again.
-	if !u.claimHeld() {
+	if held, _ := u.plan.claimGate(u.at, u.loopState()); !held {
 		t.Error("a claim may start while a failed settle waits to go again")
 	}
 	u.retryAt = u.at
@@ -467,7 +467,7 @@ func TestFinishSettle(t *testing.T) {
 	j = u.sent(&u.settler)
 	j.res.Settled = nil
 	u.finishJob(j, u.at)
-	if u.claimHeld() {
+	if held, _ := u.plan.claimGate(u.at, u.loopState()); held {
 		t.Error("claims still held after the settle went through")
 	}
 }
@@ -526,7 +526,7 @@ func TestStopWrapUp(t *testing.T) {
 		t.Fatal("wrapping up while a settle runs")
 	}
 	u.finishJob(j, u.at)
-	// The janitor's services stop first: a retention step in flight ends,
+	// The janitor's services stop first: a retention batch in flight ends,
 	// and what it deleted is written with the rest.
 	u.maintaining = true
 	u.tally.dirty = true
@@ -556,7 +556,7 @@ func TestStopWrapUp(t *testing.T) {
 
 	// A database that never answers: given up on at stopBy.
 	u = newUnit(t)
-	u.settles = []queue.Settle{{ID: 1}}
+	u.plan.settles = []queue.Settle{{ID: 1}}
 	u.beginStop()
 	u.startJobs(u.at)
 	if u.stopped(u.stopBy.Add(-time.Millisecond)) || !u.stopped(u.stopBy) {
@@ -572,17 +572,19 @@ func TestStopWrapUp(t *testing.T) {
 func TestKeysHeld(t *testing.T) {
 	u := newUnitConf(t, strings.Replace(unitConf, "QUEUE_LIMIT = 4\n", "QUEUE_LIMIT = 4\nKEY = header:customer\nKEY_LIMIT = 2\n", 1))
 	p := u.byName["a"]
-	if p.keys == nil || p.cfg.KeyLimit != 2 || u.byName["b"].keys != nil {
-		t.Fatalf("keys: a %+v, b %+v", p.keys, u.byName["b"].keys)
+	if p.plan.keys == nil || p.cfg.KeyLimit != 2 || u.plan.byName["b"].keys != nil {
+		t.Fatalf("keys: a %+v, b %+v", p.plan.keys, u.plan.byName["b"].keys)
 	}
-	u.waker.start(u.at)
-	u.handOut([]queue.Claimed{
+	u.plan.waker.start(u.at)
+	claimed := []queue.Claimed{
 		{ID: 1, Stage: "a", Key: "x", Keyed: true}, {ID: 2, Stage: "a", Key: "x", Keyed: true},
 		{ID: 3, Stage: "a"}, {ID: 4, Stage: "b", Key: "x", Keyed: true},
-	}, u.at)
-	u.holdClaimed([]queue.Claimed{{ID: 1, Stage: "a", Key: "x", Keyed: true}}) // again: no double count
-	if p.keys.held["x"] != 2 || len(p.keys.of) != 2 {
-		t.Fatalf("held %v of %v, want x twice", p.keys.held, p.keys.of)
+	}
+	u.plan.holdClaimed(claimed) // as the claim's result does
+	u.handOut(claimed, u.at)
+	u.plan.holdClaimed([]queue.Claimed{{ID: 1, Stage: "a", Key: "x", Keyed: true}}) // again: no double count
+	if p.plan.keys.held["x"] != 2 || len(p.plan.keys.of) != 2 {
+		t.Fatalf("held %v of %v, want x twice", p.plan.keys.held, p.plan.keys.of)
 	}
 	u.startClaim(u.at)
 	if j := u.claimer.job; j == nil {
@@ -597,14 +599,14 @@ func TestKeysHeld(t *testing.T) {
 			}
 		}
 	}
-	p.more = false
-	u.releaseSettled([]queue.Settled{{ID: 1, Handed: "a"}, {ID: 3, Handed: "a"}, {ID: 4, Handed: "b"}})
-	if p.keys.held["x"] != 1 || !p.more {
-		t.Errorf("after a settle: held %v, more %v; want x once and a claim due", p.keys.held, p.more)
+	p.plan.more = false
+	u.plan.releaseSettled([]queue.Settled{{ID: 1, Handed: "a"}, {ID: 3, Handed: "a"}, {ID: 4, Handed: "b"}})
+	if p.plan.keys.held["x"] != 1 || !p.plan.more {
+		t.Errorf("after a settle: held %v, more %v; want x once and a claim due", p.plan.keys.held, p.plan.more)
 	}
-	u.releaseSettled([]queue.Settled{{ID: 2, Handed: "a"}})
-	if len(p.keys.held) != 0 || len(p.keys.of) != 0 {
-		t.Errorf("all settled: held %v of %v", p.keys.held, p.keys.of)
+	u.plan.releaseSettled([]queue.Settled{{ID: 2, Handed: "a"}})
+	if len(p.plan.keys.held) != 0 || len(p.plan.keys.of) != 0 {
+		t.Errorf("all settled: held %v of %v", p.plan.keys.held, p.plan.keys.of)
 	}
 }
 
@@ -615,7 +617,7 @@ func TestKeysHeld(t *testing.T) {
 func TestSettleWaits(t *testing.T) {
 	u := newUnit(t)
 	u.worker("a", 10, 11)
-	u.settles = []queue.Settle{{ID: 1}, {ID: 2}}
+	u.plan.settles = []queue.Settle{{ID: 1}, {ID: 2}}
 	u.startSettle(u.at)
 	if u.settler.job != nil {
 		t.Fatal("a small settle went at once while answers are due")
@@ -635,7 +637,7 @@ func TestSettleWaits(t *testing.T) {
 
 	// Enough for a batch: at once.
 	for i := range settleWorth {
-		u.settles = append(u.settles, queue.Settle{ID: int64(100 + i)})
+		u.plan.settles = append(u.plan.settles, queue.Settle{ID: int64(100 + i)})
 	}
 	u.startSettle(u.at)
 	if j := u.sent(&u.settler); len(j.turn.Settles) != settleWorth {
@@ -647,7 +649,7 @@ func TestSettleWaits(t *testing.T) {
 // their keys are held until the settle; a stage without KEY waits.
 func TestSettleKeyed(t *testing.T) {
 	u := newUnitConf(t, strings.Replace(unitConf, "QUEUE_LIMIT = 4\n", "QUEUE_LIMIT = 4\nKEY = header:customer\nKEY_LIMIT = 1\n", 1))
-	if u.byName["a"].keys == nil || u.byName["b"].keys != nil {
+	if u.plan.byName["a"].keys == nil || u.plan.byName["b"].keys != nil {
 		t.Fatal("want a keyed, b not")
 	}
 	wb := u.worker("b", 20, 21, 22)
@@ -687,16 +689,16 @@ func TestClaimBacklog(t *testing.T) {
 		{"full, nothing more", false, 0, false},
 		{"full, more waiting, cooling down", true, time.Minute, false},
 	} {
-		b.more, b.coolUntil = c.more, u.at.Add(c.cool)
-		u.waker.backlog = !c.backlog
+		b.plan.more, b.coolUntil = c.more, u.at.Add(c.cool)
+		u.plan.waker.backlog = !c.backlog
 		u.startClaim(u.at)
 		if u.claimer.job != nil {
 			j := u.sent(&u.claimer)
 			j.res = queue.TurnResult{}
 			u.finishJob(j, u.at)
 		}
-		if u.waker.backlog != c.backlog {
-			t.Errorf("%s: backlog %v, want %v", c.name, u.waker.backlog, c.backlog)
+		if u.plan.waker.backlog != c.backlog {
+			t.Errorf("%s: backlog %v, want %v", c.name, u.plan.waker.backlog, c.backlog)
 		}
 	}
 }
@@ -705,22 +707,22 @@ func TestClaimBacklog(t *testing.T) {
 // not judge the arm the notification ended; the next claim does.
 func TestClaimStaleJudge(t *testing.T) {
 	u := newUnit(t)
-	u.waker.mode, u.waker.armAfter = wakeArmed, armAfterMin
+	u.plan.waker.mode, u.plan.waker.armAfter = wakeArmed, armAfterMin
 	j := u.claimJob(map[string]int{"a": 8}, nil) // in flight as the notification comes
 	u.woken()
 	u.finishJob(j, u.at)
-	if u.waker.armAfter != armAfterMin || !u.waker.judging {
-		t.Fatalf("after the stale claim: armAfter %v, judging %v; want %v, still judging", u.waker.armAfter, u.waker.judging, armAfterMin)
+	if u.plan.waker.armAfter != armAfterMin || !u.plan.waker.judging {
+		t.Fatalf("after the stale claim: armAfter %v, judging %v; want %v, still judging", u.plan.waker.armAfter, u.plan.waker.judging, armAfterMin)
 	}
 	u.finishJob(u.claimJob(map[string]int{"a": 8}, map[string][]int64{"a": {1}}), u.at)
-	if u.waker.judging || u.waker.armAfter != armAfterMin {
-		t.Fatalf("after the wake's own claim found one: armAfter %v, judging %v", u.waker.armAfter, u.waker.judging)
+	if u.plan.waker.judging || u.plan.waker.armAfter != armAfterMin {
+		t.Fatalf("after the wake's own claim found one: armAfter %v, judging %v", u.plan.waker.armAfter, u.plan.waker.judging)
 	}
 	// Found nothing: the quiet before the next arm doubles.
-	u.waker.mode = wakeArmed
+	u.plan.waker.mode = wakeArmed
 	u.woken()
 	u.finishJob(u.claimJob(map[string]int{"a": 8}, nil), u.at)
-	if u.waker.armAfter != 2*armAfterMin {
-		t.Fatalf("after a wake that brought nothing: armAfter %v, want %v", u.waker.armAfter, 2*armAfterMin)
+	if u.plan.waker.armAfter != 2*armAfterMin {
+		t.Fatalf("after a wake that brought nothing: armAfter %v, want %v", u.plan.waker.armAfter, 2*armAfterMin)
 	}
 }

@@ -18,6 +18,7 @@ const (
 	ResultTimeout  Result = "timeout"  // unanswered within MAX_RUNTIME
 	ResultCrash    Result = "crash"    // the worker died with it outstanding
 	ResultProtocol Result = "protocol" // the worker broke the protocol
+	ResultNotRun   Result = "not_run"  // answered 75: no pass was made, no attempt counted
 )
 
 // Observer hears what the dispatcher does, for metrics. Its methods are

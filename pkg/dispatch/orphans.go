@@ -42,7 +42,7 @@ func (c *orphanSweep) done(d *Dispatcher, now time.Time, ok bool) {
 // ORPHAN_SWEEP, at once after a reconnect, and only while no claim is in
 // flight.
 func (d *Dispatcher) orphansDue(now time.Time) bool {
-	return d.claimer.job == nil && !d.settleClaims && (d.orphansNow || !now.Before(d.nextOrphans))
+	return !d.plan.claimInFlight() && (d.orphansNow || !now.Before(d.nextOrphans))
 }
 
 // orphanSweep is the sweep due now: of rows running for ORPHAN_SWEEP, or
@@ -64,14 +64,7 @@ func (d *Dispatcher) sweepingOrphans() bool {
 // held appends to ids the ids this dispatcher has claimed and not yet
 // settled.
 func (d *Dispatcher) held(ids []int64) []int64 {
-	for _, s := range d.settles {
-		ids = append(ids, s.ID)
-	}
-	if j := d.settler.job; j != nil {
-		for _, s := range j.turn.Settles {
-			ids = append(ids, s.ID)
-		}
-	}
+	ids = d.plan.held(ids)
 	for _, p := range d.pools {
 		for _, w := range p.workers {
 			ids = append(ids, w.inflight.ids[w.inflight.head:]...)

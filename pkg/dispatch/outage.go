@@ -30,7 +30,7 @@ func notRun(id int64, stage string) queue.Settle {
 // database is failing now, or fails the settle that would fail it.
 func (d *Dispatcher) crashHead(p *pool, id int64, pid int, reason string) {
 	if d.outage.failing {
-		d.settles = append(d.settles, notRun(id, p.cfg.Name))
+		d.plan.verdict(notRun(id, p.cfg.Name))
 		return
 	}
 	if d.outage.crashes == nil {
@@ -48,13 +48,7 @@ func (d *Dispatcher) dbDown() {
 	if len(d.outage.crashes) == 0 {
 		return
 	}
-	for i := range d.settles {
-		s := &d.settles[i]
-		if _, ok := d.outage.crashes[s.ID]; ok && s.Verdict == queue.PassFailed {
-			*s = notRun(s.ID, s.Stage)
-			delete(d.outage.crashes, s.ID)
-		}
-	}
+	d.plan.notRunCrashes(d.outage.crashes)
 	// The others are in a settle in flight: they are converted if it
 	// fails too, forgotten by dbUp if it goes through.
 }

@@ -14,14 +14,15 @@ import (
 func TestOutageVerdicts(t *testing.T) {
 	p := &pool{cfg: config.Stage{Name: "s"}, retry: queue.RetryPolicy{Retries: 3}}
 	d := &Dispatcher{}
+	d.plan = newPlanner(nil, "*")
 	verdict := func(id int64) queue.Verdict {
 		t.Helper()
-		for _, s := range d.settles {
+		for _, s := range d.plan.settles {
 			if s.ID == id {
 				return s.Verdict
 			}
 		}
-		t.Fatalf("no verdict for %d in %+v", id, d.settles)
+		t.Fatalf("no verdict for %d in %+v", id, d.plan.settles)
 		return ""
 	}
 
@@ -30,8 +31,8 @@ func TestOutageVerdicts(t *testing.T) {
 		t.Errorf("a crash with the database up: %s, want %s", v, queue.PassFailed)
 	}
 	d.dbDown() // its settle failed: the outage took it
-	if v := verdict(1); v != queue.NotRun || d.settles[0].Delay != notRunDelay {
-		t.Errorf("after the settle failed: %+v, want NotRun after %v", d.settles[0], notRunDelay)
+	if v := verdict(1); v != queue.NotRun || d.plan.settles[0].Delay != notRunDelay {
+		t.Errorf("after the settle failed: %+v, want NotRun after %v", d.plan.settles[0], notRunDelay)
 	}
 	d.crashHead(p, 2, 0, "worker crashed: exit status 1")
 	if v := verdict(2); v != queue.NotRun {
@@ -39,11 +40,11 @@ func TestOutageVerdicts(t *testing.T) {
 	}
 
 	// Up again: a crash whose settle goes out before the next failure.
-	d.dbUp(d.settles)
-	d.settles = nil
+	d.dbUp(d.plan.settles)
+	d.plan.settles = nil
 	d.crashHead(p, 3, 0, "worker crashed")
-	inFlight := d.settles
-	d.settles = nil
+	inFlight := d.plan.settles
+	d.plan.settles = nil
 	d.crashHead(p, 4, 0, "worker crashed")
 	d.dbUp(inFlight) // 3 settled
 	d.dbDown()
@@ -57,12 +58,12 @@ func TestOutageVerdicts(t *testing.T) {
 	// A crash in a settle in flight when another statement fails: still
 	// converted when that settle fails and comes back.
 	d.dbUp(nil)
-	d.settles = nil
+	d.plan.settles = nil
 	d.crashHead(p, 5, 0, "worker crashed")
-	inFlight = d.settles
-	d.settles = nil
+	inFlight = d.plan.settles
+	d.plan.settles = nil
 	d.dbDown() // the claim failed first
-	d.settles = append(inFlight, d.settles...)
+	d.plan.settles = append(inFlight, d.plan.settles...)
 	d.dbDown() // then the settle
 	if v := verdict(5); v != queue.NotRun {
 		t.Errorf("a crash in a settle in flight: %s, want NotRun", v)

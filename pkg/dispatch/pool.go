@@ -8,19 +8,16 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/config"
 )
 
-// pool is one stage's workers and what the loop knows about the stage.
+// pool is one stage's workers: the dispatcher's routing of its messages.
+// What the queue's decisions know of the stage is its plan.
 type pool struct {
 	cfg       config.Stage
+	plan      *stagePlan
 	workers   []*worker // in start order
 	coolUntil time.Time // no claims and no starts before this
 	cooling   bool      // in a cooldown episode (logged once)
-	more      bool      // pending rows may be waiting: worth a claim
-	marked    uint64    // Dispatcher.marks when more was last set by a settle or resume
-	settling  bool      // the settle in flight carries this stage's claim (claimWithSettle)
-	filled    bool      // its last claim took its whole cap: neither keys nor the backlog held it back
 	retry     queue.RetryPolicy
-	rate      *bucket // RATE's tokens; nil: no RATE
-	keys      *keys   // KEY's held keys; nil: no KEY
+	notRun    notRunLog
 }
 
 // live counts the workers that hold a PARALLELISM slot: all but those told to stop.
@@ -47,6 +44,10 @@ func (p *pool) capacity(now time.Time) int {
 	}
 	return c + (p.cfg.Parallelism-p.live())*min(p.cfg.QueueLimit, p.cfg.MaxMessages)
 }
+
+// coolingDown reports whether the stage's program is held off until its
+// cooldown ends.
+func (p *pool) coolingDown(now time.Time) bool { return now.Before(p.coolUntil) }
 
 // pick returns the earliest-started worker with a free slot, or nil.
 func (p *pool) pick() *worker {

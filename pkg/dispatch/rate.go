@@ -57,10 +57,10 @@ func (b *bucket) next(now time.Time, want int) time.Time {
 // batch is how many tokens return within d, at least 1.
 func (b *bucket) batch(d time.Duration) int { return max(int(d/b.gap), 1) }
 
-// How RATE enters the claim. A stage's cap is its room (pool.capacity)
+// How RATE enters the claim. A stage's cap is its room (slots.capacity)
 // or its tokens, whichever is less. A stage with room and fewer tokens
 // than a batch (rateBatch's worth, or its room if that is less) is left
-// out of the claim, stays worth one (pool.more: it may have pending rows)
+// out of the claim, stays worth one (stagePlan.more: it may have pending rows)
 // and tokensAt says when the loop must wake for it. Tokens are taken as
 // messages are handed to workers: those a claim gets but gives back (not
 // run: no worker could take them, a stop began) take none, since no stage
@@ -68,10 +68,12 @@ func (b *bucket) batch(d time.Duration) int { return max(int(d/b.gap), 1) }
 // without RATE costs one nil check a claim and a hand.
 
 // rateBatch is how long a stage out of tokens gathers them for its next
-// claim: a fast RATE costs a claim, a settle and a wake of each worker per
-// batch, not per message (200/s: 4 every 20 ms). A slow one (50/s or less)
-// is claimed for one token at a time.
-const rateBatch = 20 * time.Millisecond
+// claim: a RATE costs a claim, a settle and a wake of each worker per
+// batch, not per message (100/s: 5 every 50 ms, twenty claims a second).
+// A longer batch would cost less but would make the count handed out in
+// one second swing by a whole batch. A slow one (20/s or less) is
+// claimed for one token at a time.
+const rateBatch = 50 * time.Millisecond
 
 // rateHold is the longest wait for a stage's tokens that the dispatcher
 // spends awake: a hot poll with nothing else to claim for waits for them
@@ -84,39 +86,39 @@ const rateHold = armGapMax
 // startRates leaves each RATE bucket with a batch of tokens as
 // dispatching begins: the first messages go out at once, the rest at the
 // rate; a dispatcher that starts (or restarts) begins with no burst.
-func (d *Dispatcher) startRates(now time.Time) {
-	for _, p := range d.pools {
-		if p.rate != nil {
-			p.rate.reset(now, p.rate.batch(rateBatch))
+func (p *planner) startRates(now time.Time) {
+	for _, st := range p.stages {
+		if st.rate != nil {
+			st.rate.reset(now, st.rate.batch(rateBatch))
 		}
 	}
 }
 
-// rated caps c, stage p's room at now, at the tokens its RATE (p.rate,
+// rated caps c, stage st's room at now, at the tokens its RATE (st.rate,
 // not nil) has left. A stage with fewer than a batch is marked worth a
-// claim, and the time the batch is there goes into d.tokensAt.
-func (d *Dispatcher) rated(p *pool, c int, now time.Time) int {
-	want := min(c, p.rate.batch(rateBatch))
-	if n := p.rate.available(now); n >= want {
+// claim, and the time the batch is there goes into p.tokensAt.
+func (p *planner) rated(st *stagePlan, c int, now time.Time) int {
+	want := min(c, st.rate.batch(rateBatch))
+	if n := st.rate.available(now); n >= want {
 		return min(c, n)
 	}
-	p.more = true
-	d.tokensAt = earliest(d.tokensAt, p.rate.next(now, want))
+	st.more = true
+	p.tokensAt = earliest(p.tokensAt, st.rate.next(now, want))
 	return 0
 }
 
-// room is what stage p can be handed at most when its workers are idle:
+// room is what stage st can be handed at most when its workers are idle:
 // PARALLELISM × QUEUE_LIMIT, or its tokens when they are fewer.
-func (p *pool) room(now time.Time) int {
-	r := p.cfg.Parallelism * p.cfg.QueueLimit
-	if p.rate != nil {
-		r = min(r, p.rate.available(now))
+func (st *stagePlan) room(now time.Time) int {
+	r := st.cfg.Parallelism * st.cfg.QueueLimit
+	if st.rate != nil {
+		r = min(r, st.rate.available(now))
 	}
 	return r
 }
 
 // tokensSoon reports whether a stage the last claim left out for want of
 // tokens gets them back within rateHold of now: work to come.
-func (d *Dispatcher) tokensSoon(now time.Time) bool {
-	return !d.tokensAt.IsZero() && d.tokensAt.Sub(now) <= rateHold
+func (p *planner) tokensSoon(now time.Time) bool {
+	return !p.tokensAt.IsZero() && p.tokensAt.Sub(now) <= rateHold
 }

@@ -124,11 +124,12 @@ func TestBucketBatch(t *testing.T) {
 		per   time.Duration
 		want  int
 	}{
-		{200, time.Second, 4},                    // a token every 5 ms
-		{50, time.Second, 1},                     // every 20 ms
-		{10_000, time.Second, 200},               // every 100 µs
+		{200, time.Second, 10},                   // a token every 5 ms
+		{100, time.Second, 5},                    // every 10 ms
+		{20, time.Second, 1},                     // every 50 ms
+		{10_000, time.Second, 500},               // every 100 µs
 		{3, time.Hour, 1},                        // every 20 minutes
-		{2_000_000_000, time.Second, 20_000_000}, // every ns, the least gap
+		{2_000_000_000, time.Second, 50_000_000}, // every ns, the least gap
 	} {
 		if got := newBucket(c.count, c.per).batch(rateBatch); got != c.want {
 			t.Errorf("%d/%v: batch %d, want %d", c.count, c.per, got, c.want)
@@ -179,10 +180,10 @@ func TestClaimRate(t *testing.T) {
 		t.Fatalf("first claim: caps %v, want a:1", caps)
 	}
 	u.answer(1)
-	if got := fed(w); got != "1\n" || a.rate.available(u.at) != 0 {
-		t.Fatalf("fed %q, %d tokens left; want 1 handed, none left", got, a.rate.available(u.at))
+	if got := fed(w); got != "1\n" || a.plan.rate.available(u.at) != 0 {
+		t.Fatalf("fed %q, %d tokens left; want 1 handed, none left", got, a.plan.rate.available(u.at))
 	}
-	if !a.more {
+	if !a.plan.more {
 		t.Error("a filled its cap but is not worth another claim")
 	}
 
@@ -201,8 +202,8 @@ func TestClaimRate(t *testing.T) {
 	if got := u.nextDeadline(u.at); !got.Equal(t0.Add(100 * time.Millisecond)) {
 		t.Errorf("next deadline at %v, want the next token's 100ms", got.Sub(t0))
 	}
-	if u.waker.mode != wakeHot || !a.more {
-		t.Errorf("waiting for a token: wake mode %d, more %v; want hot, worth a claim", u.waker.mode, a.more)
+	if u.plan.waker.mode != wakeHot || !a.plan.more {
+		t.Errorf("waiting for a token: wake mode %d, more %v; want hot, worth a claim", u.plan.waker.mode, a.plan.more)
 	}
 	u.at = t0.Add(100 * time.Millisecond)
 	if caps := u.claimRated(); caps["a"] != 1 {
@@ -219,7 +220,7 @@ func TestClaimRate(t *testing.T) {
 		t.Fatalf("woken: caps %v, want a turn that claims nothing", caps)
 	}
 	u.answer()
-	if !a.more {
+	if !a.plan.more {
 		t.Error("a stage left out for want of tokens lost its claim")
 	}
 
@@ -232,7 +233,7 @@ func TestClaimRate(t *testing.T) {
 	// Messages given back (a stop began) take no token.
 	u.stopping = true
 	u.answer(3, 4, 5)
-	if n := a.rate.available(u.at); n != 10 {
+	if n := a.plan.rate.available(u.at); n != 10 {
 		t.Errorf("after 3 were not run: %d tokens, want 10", n)
 	}
 }
@@ -241,55 +242,52 @@ func TestClaimRateDeadline(t *testing.T) {
 	u := newUnitConf(t, rateConf)
 	u.byName["b"].coolUntil = u.at.Add(time.Hour)
 	u.worker("a")
-	u.byName["a"].rate.take(1, u.at)
+	u.plan.byName["a"].rate.take(1, u.at)
 	u.claimRated()
 	// The deadline is the token's, not a poll, while nothing else is due.
-	u.waker.pollAt = time.Time{}
+	u.plan.waker.pollAt = time.Time{}
 	if got := u.nextDeadline(u.at).Sub(u.at); got != 100*time.Millisecond {
 		t.Errorf("next deadline in %v, want 100ms", got)
 	}
 	// A claim in flight wakes the loop with its result instead.
-	u.claimer.job = &u.claimer.buf
+	u.claimer.job, u.plan.claimRunning = &u.claimer.buf, true
 	if got := u.nextDeadline(u.at).Sub(u.at); got != 10*time.Second {
 		t.Errorf("with a claim in flight: next deadline in %v, want the statistics interval", got)
 	}
 }
 
-// TestClaimRateBatch: a fast RATE is claimed for in batches of 20 ms'
+// TestClaimRateBatch: a fast RATE is claimed for in batches of 50 ms'
 // worth, or the room when that is less.
 func TestClaimRateBatch(t *testing.T) {
 	u := newUnitConf(t, strings.Replace(rateConf, "RATE = 10/s", "RATE = 200/s", 1))
 	u.byName["b"].coolUntil = u.at.Add(time.Hour)
 	w := u.worker("a")
 	t0 := u.at
-	if caps := u.claimRated(); caps["a"] != 4 {
-		t.Fatalf("first claim: caps %v, want a:4 (the batch a dispatcher starts with)", caps)
+	if caps := u.claimRated(); caps["a"] != 10 {
+		t.Fatalf("first claim: caps %v, want a:10 (the batch a dispatcher starts with)", caps)
 	}
-	u.answer(1, 2, 3, 4)
-	for _, ms := range []time.Duration{5, 15} {
+	u.answer(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	for _, ms := range []time.Duration{5, 20, 45} {
 		u.at = t0.Add(ms * time.Millisecond)
 		if caps := u.claimRated(); caps != nil {
 			t.Fatalf("at %v ms: claimed %v with fewer tokens than a batch", ms, caps)
 		}
 	}
-	if !u.tokensAt.Equal(t0.Add(20 * time.Millisecond)) {
-		t.Errorf("tokens awaited at %v, want 20ms", u.tokensAt.Sub(t0))
+	if !u.plan.tokensAt.Equal(t0.Add(50 * time.Millisecond)) {
+		t.Errorf("tokens awaited at %v, want 50ms", u.plan.tokensAt.Sub(t0))
 	}
-	u.at = t0.Add(20 * time.Millisecond)
-	if caps := u.claimRated(); caps["a"] != 4 {
-		t.Fatalf("at 20 ms: caps %v, want a:4", caps)
+	u.at = t0.Add(50 * time.Millisecond)
+	if caps := u.claimRated(); caps["a"] != 10 {
+		t.Fatalf("at 50 ms: caps %v, want a:10", caps)
 	}
-	u.answer(5, 6, 7, 8)
+	u.answer(11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
 	// With room for 2 only, 2 tokens are a batch.
-	for i := int64(9); i <= 15; i++ {
-		w.hand(i, u.at)
-	}
-	u.worker("a", 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34)
+	u.worker("a", 30, 31, 32, 33, 34, 35, 36, 37, 38, 39)
 	if c := u.byName["a"].capacity(u.at); c != 2 {
-		t.Fatalf("capacity %d, want 2", c)
+		t.Fatalf("capacity %d, want 2 (w holds %d)", c, w.inflight.len())
 	}
-	u.at = t0.Add(30 * time.Millisecond)
+	u.at = t0.Add(60 * time.Millisecond)
 	if caps := u.claimRated(); caps["a"] != 2 {
-		t.Fatalf("at 30 ms with room for 2: caps %v, want a:2", caps)
+		t.Fatalf("at 60 ms with room for 2: caps %v, want a:2", caps)
 	}
 }

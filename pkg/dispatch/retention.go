@@ -10,10 +10,10 @@ import (
 
 // retention is the janitor's retention sweep. Every quarter of RETENTION
 // (at least a second, at most an hour) it walks the done rows, deleting
-// the messages done longer than RETENTION ago a batch a step. A walk
+// the messages done longer than RETENTION ago a batch at a time. A walk
 // starts by creating the ranges of done rows and of message ids ahead of
 // use, and ends by dropping the ranges of messages it emptied: they lock
-// the tables the deletions lock, so they take turns with them on the
+// the tables the deletions lock, so they alternate with them on the
 // service's one goroutine (see docs/design.md, "Where messages are").
 type retention struct {
 	startStop
@@ -21,12 +21,12 @@ type retention struct {
 	log    *slog.Logger
 	now    func() time.Time
 	keep   time.Duration        // RETENTION
-	retry  backoff              // the wait after a failed step
-	report chan<- serviceReport // the messages deleted, the steps that failed
+	retry  backoff              // the wait after a failed batch
+	report chan<- serviceReport // the messages deleted, the batches that failed
 	ids    idRate
 }
 
-// expireBatch is how many rows, by id, one retention step looks at.
+// expireBatch is how many rows, by id, one retention batch looks at.
 const expireBatch = 5000
 
 // doneAhead is how many ranges of done rows, past now, the retention
@@ -61,7 +61,7 @@ func (r *retention) Start(ctx context.Context) error {
 	return nil
 }
 
-// run walks until stop. A step runs under ctx: a Stop lets the step in
+// run walks until stop. A batch runs under ctx: a Stop lets the batch in
 // flight finish, so that what it deleted is counted.
 func (r *retention) run(ctx, stop context.Context) {
 	for {
@@ -72,14 +72,14 @@ func (r *retention) run(ctx, stop context.Context) {
 	}
 }
 
-// walk takes steps until one finds no more rows, trying a failed step
-// again after a backoff. It returns the wait before the next walk, or
+// walk deletes batches until one finds no more rows, trying a failed
+// batch again after a backoff. It returns the wait before the next walk, or
 // false when it was stopped.
 func (r *retention) walk(ctx, stop context.Context) (time.Duration, bool) {
 	var at queue.ExpireAt
 	var deleted int64
 	for {
-		next, n, more, err := r.step(ctx, at)
+		next, n, more, err := r.deleteBatch(ctx, at)
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, false // the dispatcher gave up on the database
@@ -112,10 +112,10 @@ func (r *retention) walk(ctx, stop context.Context) (time.Duration, bool) {
 	return min(doneWidth(r.keep), time.Hour), true
 }
 
-// step deletes one batch of expired messages from at (a walk's start
-// when zero), and reports how many to the loop. It returns where the next
-// step goes on and whether it has work.
-func (r *retention) step(ctx context.Context, at queue.ExpireAt) (next queue.ExpireAt, deleted int64, more bool, err error) {
+// deleteBatch deletes one batch of expired messages from at (a walk's
+// start when zero), and reports how many to the loop. It returns where
+// the next batch goes on and whether it has work.
+func (r *retention) deleteBatch(ctx context.Context, at queue.ExpireAt) (next queue.ExpireAt, deleted int64, more bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	defer func() {
@@ -128,7 +128,7 @@ func (r *retention) step(ctx context.Context, at queue.ExpireAt) (next queue.Exp
 	var ranges int
 	var seq int64
 	if start {
-		// A walk starts with the ranges the next steps' settles need.
+		// A walk starts with the ranges the next batches' settles need.
 		if ranges, err = r.store.DoneAhead(ctx, width, doneAhead); err != nil {
 			return at, 0, false, err
 		}
@@ -150,7 +150,7 @@ func (r *retention) step(ctx context.Context, at queue.ExpireAt) (next queue.Exp
 	}
 	if !more {
 		// The walk's end: the ranges of messages it emptied go. The
-		// step's deletions are done and counted whatever this does: a
+		// batch's deletions are done and counted whatever this does: a
 		// range not dropped now is dropped at the next walk's end.
 		dropped, moved, rerr := r.store.RetireMessages(ctx, retireLeft, retireMost)
 		switch {

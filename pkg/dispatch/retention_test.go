@@ -16,12 +16,12 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// fakeRetention is a retentionStore whose walks are one step each.
+// fakeRetention is a retentionStore whose walks are one batch each.
 type fakeRetention struct {
 	seq       int64   // the id sequence MessageAhead reports
 	widths    []int64 // the width each MessageAhead was asked for
 	expired   int64   // what each ExpireDone deletes
-	expireErr []error // what the next ExpireDone calls fail with, in turn
+	expireErr []error // what the next ExpireDone calls fail with, in order
 	retireErr error
 }
 
@@ -106,8 +106,8 @@ func TestRetentionMessageWidth(t *testing.T) {
 	}
 }
 
-// A failed step is logged, reported to the loop (a queue retry) and tried
-// again after the backoff; a step the fence refused is logged as such.
+// A failed batch is logged, reported to the loop (a queue retry) and
+// tried again after the backoff; a batch the fence refused is logged as such.
 func TestRetentionRetries(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	fenced := fencedError()

@@ -130,8 +130,8 @@ func (b *bundle) signal(d *daemon, sig syscall.Signal) {
 const janitorLog = "schedules: this dispatcher enqueues them (janitor)"
 
 // TestScheduleTakeover: two schedules enqueue each slot exactly once while
-// the janitor role moves: the dispatcher that holds it (stage set a) is
-// killed with SIGKILL, a standby of its set and the dispatcher of set b
+// the janitor role changes hands: the dispatcher that holds it (stage set
+// a) is killed with SIGKILL, a standby of its set and the dispatcher of set b
 // (both running) race for it, one takes it and goes on. Every message
 // finishes at once, so its key is free again: only pepsi.schedule stops
 // the new janitor from enqueueing again the slot the dead one enqueued

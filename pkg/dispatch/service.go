@@ -5,10 +5,10 @@ import (
 	"sync"
 )
 
-// service is one of the janitor's maintenance jobs (retention, vacuum):
-// between Start and Stop it runs on a goroutine of its own, with its own
-// timer and its own connection, and shares nothing with the loop but a
-// channel (nosession_test.go).
+// service is one part of the janitor's work (retention, vacuum, the
+// schedules): between Start and Stop it runs on a goroutine of its own,
+// with its own timer and its own connection, and shares nothing with the
+// loop but a channel (nosession_test.go).
 type service interface {
 	// Start starts the service's goroutine; it does nothing if it runs.
 	Start(ctx context.Context) error

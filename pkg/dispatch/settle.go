@@ -6,42 +6,18 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// A settle of fewer than settleWorth verdicts waits up to settleDelay for
-// more while answers are still to come: under a steady trickle of answers
-// (stages that commit, at a few thousand passes a second) each settle
-// would otherwise carry a few, and its round trip, the statement's fixed
-// cost in the server and the claim that follows it would be paid per
-// message. Answers free their workers' slots when they arrive, so the
-// wait holds up no worker; a message's next stage sees it up to
-// settleDelay later (the A/B behind the values: docs/performance-log.md).
-// A settle with answers of a stage with KEY goes at once: the keys of its
-// messages are held until it, and with them the next messages of those
-// keys.
-const (
-	settleWorth = 32
-	settleDelay = 3 * time.Millisecond
-)
-
-// startSettle sends every verdict gathered so far to the settle lane.
+// startSettle sends the settle lane the planner's next settle, if it has
+// one: every verdict gathered so far.
 func (d *Dispatcher) startSettle(now time.Time) {
 	l := &d.settler
-	if l.job != nil || len(d.settles) == 0 {
+	if l.job != nil {
 		return
 	}
-	if len(d.settles) < settleWorth && !d.stopping && !d.settleNow && d.answersDue() {
-		if d.settleAt.IsZero() {
-			d.settleAt = now.Add(settleDelay)
-		}
-		if now.Before(d.settleAt) {
-			return
-		}
-	}
-	d.settleAt, d.settleNow = time.Time{}, false
 	j := &l.buf
-	j.turn = queue.Turn{Settles: d.settles, Stages: d.owned, Set: d.set}
+	if !d.plan.nextSettle(now, d.loopState(), &j.turn) {
+		return
+	}
 	j.err = nil
-	d.settleClaims = d.claimWithSettle(j, now)
-	d.settles, d.spare = d.spare[:0], nil
 	l.job = j
 	l.jobs <- j
 }
@@ -59,23 +35,18 @@ func (d *Dispatcher) answersDue() bool {
 	return false
 }
 
-// finishSettle applies a settle's result: statistics, stages that got
-// pending rows, when paused rows fall due.
+// finishSettle applies a settle's result: the planner's view, the
+// statistics, stages nobody claims for, and what the claim it carried
+// took, handed to workers.
 func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	t, res := &j.turn, &j.res
-	d.settleClaims = false
 	if j.err != nil {
-		d.settledClaim(j, now)
-		d.settles, d.spare = append(t.Settles, d.settles...), d.settles[:0]
-		d.settleAgain = true
+		d.plan.settleFailed(t)
 		d.dbFailed(now, "settle", j.err)
 		return
 	}
-	d.settleAgain = false
 	d.dbUp(t.Settles)
-	d.spare = t.Settles[:0]
 	d.backoff.reset()
-	d.releaseSettled(res.Settled)
 	for i := range res.Settled {
 		s := &res.Settled[i]
 		d.tally.settled(s)
@@ -84,17 +55,14 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 				d.tally.cancelled(v)
 			}
 		}
-		if s.Changed() && s.After == queue.Pending {
-			d.movedTo(s)
-		}
-		if s.After == queue.Paused {
-			d.nextPaused = earliest(d.nextPaused, s.Timeout)
-			if c := d.claimer.job; c != nil && c.turn.Resume {
-				c.pause = earliest(c.pause, s.Timeout)
-			}
+		if s.Changed() && s.After == queue.Pending && d.byName[s.Stage] == nil {
+			d.unclaimed(s)
 		}
 	}
-	d.settledClaim(j, now)
+	d.plan.settleDone(t, res)
+	if len(t.Caps) > 0 {
+		d.handOut(res.Claimed, now)
+	}
 }
 
 // settleOf returns the verdict of id in vs, or nil: a linear search, for
@@ -108,14 +76,10 @@ func settleOf(vs []queue.Settle, id int64) *queue.Settle {
 	return nil
 }
 
-// movedTo notes that a settle made s pending at its stage: worth a claim
-// there, or, at a stage this dispatcher has no pool for, a warning (once
-// per stage): nothing will claim it.
-func (d *Dispatcher) movedTo(s *queue.Settled) {
-	if p := d.byName[s.Stage]; p != nil {
-		d.markMore(p)
-		return
-	}
+// unclaimed warns (once per stage) that a settle made s pending at a
+// stage this dispatcher has no pool for: nothing will claim it, unless
+// another dispatcher owns the stage.
+func (d *Dispatcher) unclaimed(s *queue.Settled) {
 	if d.foreign[s.Stage] {
 		return // its owner was woken by the settle (queue.Turn.Stages)
 	}
@@ -127,19 +91,4 @@ func (d *Dispatcher) movedTo(s *queue.Settled) {
 		d.log.Warn("message moved to a stage no [stage-NAME] section configures; it waits there",
 			"stage", s.Stage, "id", s.ID, "from", s.Handed)
 	}
-}
-
-// markMore says that stage p may have pending rows; a claim in flight
-// does not take that back (marks).
-func (d *Dispatcher) markMore(p *pool) {
-	d.marks++
-	p.more, p.marked = true, d.marks
-}
-
-// earliest is the earlier of two times, zero meaning none.
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
-		return b
-	}
-	return a
 }

@@ -17,11 +17,13 @@ import (
 func TestSettleCarriesClaim(t *testing.T) {
 	u := newUnitConf(t, strings.Replace(unitConf, "QUEUE_LIMIT = 4\n", "QUEUE_LIMIT = 4\nKEY = header:customer\nKEY_LIMIT = 1\n", 1))
 	a := u.byName["a"]
-	u.waker.start(u.at)
+	u.plan.waker.start(u.at)
 	// A fake worker: a started one's writer would take its feed before
 	// fed could read it.
 	w := u.worker("a")
-	u.handOut([]queue.Claimed{{ID: 1, Stage: "a", Key: "x", Keyed: true}, {ID: 2, Stage: "a", Key: "y", Keyed: true}}, u.at)
+	claimed := []queue.Claimed{{ID: 1, Stage: "a", Key: "x", Keyed: true}, {ID: 2, Stage: "a", Key: "y", Keyed: true}}
+	u.plan.holdClaimed(claimed) // as the claim's result does
+	u.handOut(claimed, u.at)
 	fed(w)
 	u.answers(w, []protocol.Status{{}}) // 1 done: x is freed by its settle
 	u.startSettle(u.at)
@@ -34,7 +36,7 @@ func TestSettleCarriesClaim(t *testing.T) {
 		t.Fatalf("cap %+v, want a's room with y held and x not", c)
 	}
 	// The claim lane claims for the other stages meanwhile, not for a.
-	a.more, u.byName["b"].more = true, true
+	a.plan.more, u.plan.byName["b"].more = true, true
 	u.startClaim(u.at)
 	if cj := u.sent(&u.claimer); len(cj.turn.Caps) != 1 || cj.turn.Caps[0].Stage != "b" {
 		t.Fatalf("the claim beside the settle has caps %+v, want b's only", cj.turn.Caps)
@@ -47,23 +49,23 @@ func TestSettleCarriesClaim(t *testing.T) {
 	j.res.Settled = []queue.Settled{{ID: 1, Handed: "a", Stage: "b", After: queue.Pending}}
 	j.res.Claimed = []queue.Claimed{{ID: 3, Stage: "a", Key: "x", Keyed: true}}
 	u.finishJob(j, u.at)
-	if a.settling {
+	if a.plan.settling {
 		t.Fatal("a is still claimed for by the settle")
 	}
-	if a.keys.held["x"] != 1 || a.keys.held["y"] != 1 || a.keys.of[3] != "x" {
-		t.Fatalf("held %v of %v, want x (3) and y", a.keys.held, a.keys.of)
+	if a.plan.keys.held["x"] != 1 || a.plan.keys.held["y"] != 1 || a.plan.keys.of[3] != "x" {
+		t.Fatalf("held %v of %v, want x (3) and y", a.plan.keys.held, a.plan.keys.of)
 	}
 	if got := fed(w); got != "3\n" {
 		t.Fatalf("3 was not handed to a worker: fed %q", got)
 	}
-	if a.more {
+	if a.plan.more {
 		t.Error("a claim that found less than its cap left a claim due at its stage")
 	}
 
 	// A settle of a keyless stage's answer frees no key: it goes alone.
 	wb := u.worker("b", 20)
 	u.answers(wb, []protocol.Status{{}})
-	u.settleNow = true
+	u.plan.settleNow = true
 	u.startSettle(u.at)
 	if j := u.sent(&u.settler); len(j.turn.Caps) != 0 {
 		t.Fatalf("a settle that frees no key carries caps %+v", j.turn.Caps)

@@ -28,10 +28,10 @@ func (d *Dispatcher) beginStop() {
 
 // readyToWrapUp reports whether a stopping dispatcher may start its last
 // chores: every worker gone, every verdict settled (or, without the lock,
-// given up), no job in flight, and the services stopped (a retention step
+// given up), no job in flight, and the services stopped (a retention batch
 // in flight ends first, so that what it deleted is counted).
 func (d *Dispatcher) readyToWrapUp() bool {
-	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (len(d.settles) == 0 || d.lockless) && !d.maintaining
+	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (d.plan.unsettled() == 0 || d.lockless) && !d.maintaining
 }
 
 // stopped reports whether the loop may return: every worker gone and the
@@ -50,10 +50,7 @@ func (d *Dispatcher) stopped(now time.Time) bool {
 // It writes nothing: what the database did not take in time stays as it
 // is, and the next start puts running rows back.
 func (d *Dispatcher) result(fatal error) error {
-	unsettled := len(d.settles)
-	if j := d.settler.job; j != nil {
-		unsettled += len(j.turn.Settles)
-	}
+	unsettled := d.plan.unsettled() + d.plan.inFlight()
 	if n := d.workerCount(); n > 0 {
 		outstanding := 0
 		for _, p := range d.pools {

@@ -91,6 +91,40 @@ type LockSession interface {
 	Close(ctx context.Context) error
 }
 
+// backend is how a dispatcher reaches its database: Options.OpenStore and
+// DialLock, or pkg/queue's pool and listener session.
+type backend struct {
+	openStore func(ctx context.Context) (Store, error)
+	dialLock  func(ctx context.Context) (LockSession, error)
+}
+
+// newBackend returns opts' backend, pkg/queue's on cfg's DSN for what
+// opts leaves nil; set is the dispatcher's set (queue.SetName), the
+// writer of the pool's statistics rows.
+func newBackend(opts Options, set string) backend {
+	b := backend{openStore: opts.OpenStore, dialLock: opts.DialLock}
+	cfg := opts.Config
+	if b.openStore == nil {
+		b.openStore = func(ctx context.Context) (Store, error) {
+			db, err := queue.Open(ctx, cfg.DSN, queue.Options{App: "pepsi dispatch queue", MaxConns: poolConns, Writer: set, NoJIT: true})
+			if err != nil {
+				return nil, err // not a Store holding a nil *queue.DB
+			}
+			return db, nil
+		}
+	}
+	if b.dialLock == nil {
+		b.dialLock = func(ctx context.Context) (LockSession, error) {
+			lis, err := queue.Dial(ctx, cfg.DSN, cfg.Dispatch.IngressChannel)
+			if err != nil {
+				return nil, err // not a LockSession holding a nil *queue.Listener
+			}
+			return lis, nil
+		}
+	}
+	return b
+}
+
 var (
 	_ Store       = (*queue.DB)(nil)
 	_ LockSession = (*queue.Listener)(nil)

@@ -54,7 +54,7 @@ func (v *vacuum) run(_, stop context.Context) {
 			}
 		}
 		if err != nil && stop.Err() == nil && !failing {
-			v.log.Warn("vacuum sweep failed; retrying at the next interval", "err", err)
+			v.log.Warn("vacuum check failed; retrying at the next interval", "err", err)
 		}
 		failing = err != nil
 	}

@@ -10,8 +10,8 @@ import (
 func (d *Dispatcher) watch(now time.Time) {
 	dc := &d.cfg.Dispatch
 	for _, p := range d.pools {
-		if p.cooling && !now.Before(p.coolUntil) && !p.more {
-			p.more = true
+		if p.cooling && !now.Before(p.coolUntil) {
+			p.plan.worthClaim()
 		}
 	}
 	if now.Before(d.workerDue) {

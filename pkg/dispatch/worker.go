@@ -40,7 +40,7 @@ type worker struct {
 	stopping bool      // told to exit; its process counts no more
 	killAt   time.Time // when a stopping worker gets SIGKILL (zero: sent)
 	gone     bool      // its stdout failed or closed: ignore what follows
-	buf      []byte    // ids to write at the end of this turn
+	buf      []byte    // ids handed and not yet written (one write per hand-out)
 }
 
 // free is how many more ids the worker may take now: up to QUEUE_LIMIT in
@@ -52,7 +52,7 @@ func (w *worker) free(queueLimit, maxMessages int) int {
 	return min(queueLimit-w.inflight.len(), maxMessages-w.handed)
 }
 
-// hand queues id for the worker; the ids are written at the end of the turn.
+// hand queues id for the worker; flush writes the ids of a hand-out at once.
 func (w *worker) hand(id int64, now time.Time) {
 	if w.inflight.len() == 0 {
 		w.headAt = now
@@ -63,7 +63,7 @@ func (w *worker) hand(id int64, now time.Time) {
 	w.buf = append(w.buf, '\n')
 }
 
-// flush sends the ids handed this turn to the writer in one buffer.
+// flush sends the ids handed since the last flush to the writer in one buffer.
 func (w *worker) flush() {
 	if len(w.buf) == 0 {
 		return

@@ -11,33 +11,26 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
-// queueCounts is one count of the queue: messages per stage and status,
-// the paused stages, and the database's clock when it was taken.
+// queueCounts is one count of the queue: the health model (the messages
+// per stage and status but done, the paused stages, whether a dispatcher
+// runs, the database's clock) and the done messages per stage.
 type queueCounts struct {
-	now    time.Time
-	counts []admin.Count
-	paused map[string]bool // stages handed nothing new (pepsi queue pause)
+	health *admin.Health
+	done   map[string]int64
 }
 
-// readCounts counts the queue through src.
-func readCounts(ctx context.Context, src *Source) (queueCounts, error) {
+// readCounts reads the health model of stages and counts the done messages
+// through src.
+func readCounts(ctx context.Context, src *Source, stages []string) (queueCounts, error) {
 	db, err := src.DB(ctx)
 	if err != nil {
 		return queueCounts{}, err
 	}
 	var q queueCounts
-	if q.counts, err = db.Counts(ctx); err != nil {
+	if q.health, err = db.Health(ctx, admin.HealthConfig{Stages: stages}); err != nil {
 		return q, err
 	}
-	ps, err := db.PausedStages(ctx)
-	if err != nil {
-		return q, err
-	}
-	q.paused = make(map[string]bool, len(ps))
-	for _, p := range ps {
-		q.paused[p.Stage] = true
-	}
-	q.now, err = db.Now(ctx)
+	q.done, err = db.DoneCounts(ctx)
 	return q, err
 }
 
@@ -49,8 +42,11 @@ func newPausedDesc() *prometheus.Desc {
 }
 
 // pausedValue is pepsi_stage_paused of stage.
-func (q *queueCounts) pausedValue(stage string) float64 {
-	if q.paused[stage] {
+func (q *queueCounts) pausedValue(stage string) float64 { return gauge(q.health.StagePaused(stage)) }
+
+// gauge is 1 for true, 0 for false.
+func gauge(b bool) float64 {
+	if b {
 		return 1
 	}
 	return 0
@@ -62,11 +58,20 @@ type depthKey struct {
 	status queue.Status
 }
 
-// byKey indexes the counts.
+// byKey indexes the counts, done included (Oldest is kept for the others).
 func (q *queueCounts) byKey() map[depthKey]admin.Count {
-	m := make(map[depthKey]admin.Count, len(q.counts))
-	for _, c := range q.counts {
-		m[depthKey{c.Stage, c.Status}] = c
+	m := make(map[depthKey]admin.Count, len(q.health.Live)+len(q.done))
+	for _, c := range q.health.Live {
+		k := depthKey{c.Stage, c.Status}
+		x, seen := m[k]
+		if !seen || c.Oldest.Before(x.Oldest) {
+			x.Oldest = c.Oldest
+		}
+		x.Stage, x.Status, x.N = c.Stage, c.Status, x.N+c.N
+		m[k] = x
+	}
+	for s, n := range q.done {
+		m[depthKey{s, queue.Done}] = admin.Count{Stage: s, Status: queue.Done, N: n}
 	}
 	return m
 }
@@ -77,7 +82,7 @@ func (q *queueCounts) oldestAge(c admin.Count) float64 {
 	if c.N == 0 {
 		return 0
 	}
-	return max(q.now.Sub(c.Oldest), 0).Seconds()
+	return max(q.health.Now.Sub(c.Oldest), 0).Seconds()
 }
 
 // stageNames returns the union of names and the stages of counts, sorted.
@@ -91,12 +96,15 @@ func stageNames(names []string, more ...[]string) []string {
 }
 
 func (q *queueCounts) stages() []string {
-	out := make([]string, 0, len(q.counts)+len(q.paused))
-	for _, c := range q.counts {
+	out := make([]string, 0, len(q.health.Live)+len(q.done)+len(q.health.Paused))
+	for _, c := range q.health.Live {
 		out = append(out, c.Stage)
 	}
-	for s := range q.paused {
+	for s := range q.done {
 		out = append(out, s)
+	}
+	for _, p := range q.health.Paused {
+		out = append(out, p.Stage)
 	}
 	return out
 }
@@ -120,7 +128,7 @@ func newDepthCollector(src *Source, stages []string, only bool, maxAge time.Dura
 	return &depthCollector{
 		stages: stages,
 		only:   only,
-		counts: &cache[queueCounts]{maxAge: maxAge, read: func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, src) }},
+		counts: &cache[queueCounts]{maxAge: maxAge, read: func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, src, stages) }},
 		log:    log,
 		depth: prometheus.NewDesc("pepsi_queue_depth",
 			"Messages in the queue by stage and status, counted at most every few seconds when scraped.",

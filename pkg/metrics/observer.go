@@ -39,7 +39,8 @@ type ObserverOptions struct {
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
 // results are the values of the result label, in a fixed order.
-var results = []dispatch.Result{dispatch.ResultOK, dispatch.ResultFailed, dispatch.ResultTimeout, dispatch.ResultCrash, dispatch.ResultProtocol}
+var results = []dispatch.Result{dispatch.ResultOK, dispatch.ResultFailed, dispatch.ResultTimeout, dispatch.ResultCrash, dispatch.ResultProtocol,
+	dispatch.ResultNotRun}
 
 // reasons are the values of the reason label known in advance: their
 // series exist, as zeros, from the first scrape ("error_" and a SQLSTATE
@@ -115,7 +116,7 @@ func NewObserver(opts ObserverOptions) *Observer {
 		}, stage),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pepsi_stage_results_total",
-			Help: "Passes of the stage by how they ended: ok (answered 0), failed (answered non-zero), timeout (unanswered within MAX_RUNTIME), crash (the worker died), protocol (the worker broke the protocol).",
+			Help: "Passes of the stage by how they ended: ok (answered 0), failed (answered non-zero), timeout (unanswered within MAX_RUNTIME), crash (the worker died), protocol (the worker broke the protocol); and not_run, the answers 75 (not run: no pass was made, no attempt counted).",
 		}, []string{"stage", "result"}),
 		busy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pepsi_stage_busy_seconds_total",

@@ -50,7 +50,7 @@ func handler(reg *prometheus.Registry, health func(context.Context) error, onErr
 	return mux
 }
 
-// Server is an HTTP server for a Handler, run as a service: Start binds
+// Server is an HTTP server for a Handler: Start binds
 // and serves in the background, Stop shuts it down.
 type Server struct {
 	// Serve, when set before Start, serves srv on ln in place of

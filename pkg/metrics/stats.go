@@ -29,6 +29,7 @@ var (
 		"failed":       "Passes of the stage that answered non-zero or broke the protocol.",
 		"timeouts":     "Workers of the stage killed because a message went unanswered for MAX_RUNTIME.",
 		"crashes":      "Workers of the stage that exited with messages outstanding.",
+		"not_run":      "Answers 75 of the stage (not run: its database unreachable): messages put back with no attempt counted.",
 		"cancelled":    "Passes of the stage whose message was cancelled while they ran; their outcome was ignored.",
 		"busy_seconds": "Seconds the stage's workers spent on messages.",
 	}
@@ -83,13 +84,12 @@ func columns(t reflect.Type, prefix, table string, help map[string]string, label
 
 // statsSnapshot is what one scrape of the exporter reads.
 type statsSnapshot struct {
-	stages     []queue.StageStats
-	dispatch   queue.DispatchStats
-	queue      queueCounts
-	dispatcher *queue.LockHolder
+	stages   []queue.StageStats
+	dispatch queue.DispatchStats
+	queue    queueCounts
 }
 
-func readStats(ctx context.Context, src *Source) (*statsSnapshot, error) {
+func readStats(ctx context.Context, src *Source, stages []string) (*statsSnapshot, error) {
 	db, err := src.DB(ctx)
 	if err != nil {
 		return nil, err
@@ -98,10 +98,7 @@ func readStats(ctx context.Context, src *Source) (*statsSnapshot, error) {
 	if s.stages, s.dispatch, err = db.ReadStats(ctx); err != nil {
 		return nil, err
 	}
-	if s.queue, err = readCounts(ctx, src); err != nil {
-		return nil, err
-	}
-	if s.dispatcher, err = db.LockHolder(ctx); err != nil {
+	if s.queue, err = readCounts(ctx, src, stages); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -185,7 +182,7 @@ func newStats(opts StatsOptions) *Stats {
 		src:      src,
 		reg:      prometheus.NewRegistry(),
 		stages:   opts.Stages,
-		snap:     &cache[*statsSnapshot]{maxAge: max(opts.MaxAge, 0), read: func(ctx context.Context) (*statsSnapshot, error) { return readStats(ctx, src) }},
+		snap:     &cache[*statsSnapshot]{maxAge: max(opts.MaxAge, 0), read: func(ctx context.Context) (*statsSnapshot, error) { return readStats(ctx, src, opts.Stages) }},
 		log:      &episode{log: opts.Log, what: "reading the statistics"},
 		stageCol: columns(reflect.TypeFor[queue.StageStats](), "pepsi_stage_", "pepsi.stage_stats", stageHelp, []string{"stage"}),
 		dispCol:  columns(reflect.TypeFor[queue.DispatchStats](), "pepsi_dispatch_", "pepsi.dispatch_stats", dispatchHelp, nil),
@@ -278,9 +275,5 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range stages {
 		ch <- prometheus.MustNewConstMetric(s.paused, prometheus.GaugeValue, snap.queue.pausedValue(st), st)
 	}
-	running := 0.0
-	if snap.dispatcher != nil {
-		running = 1
-	}
-	ch <- prometheus.MustNewConstMetric(s.running, prometheus.GaugeValue, running)
+	ch <- prometheus.MustNewConstMetric(s.running, prometheus.GaugeValue, gauge(snap.queue.health.DispatcherRuns()))
 }

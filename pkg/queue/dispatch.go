@@ -293,7 +293,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 // how its pass ended and, for a pass whose stage answered the move on its
 // status line, the move.
 //
-// The words are pepsi's one vocabulary. A pass (one stage's turn at a
+// The words are pepsi's one vocabulary. A pass (one stage's work on a
 // message) ends ok (answered 0) or failed (answered non-zero; or, as the
 // metrics tell apart, timed out, crashed, broke the protocol), or the
 // message was not run at all. A move is what happens to the message:
@@ -331,7 +331,7 @@ type Settle struct {
 	ID      int64
 	Stage   string
 	Verdict Verdict
-	Reason  string
+	Reason  string        // for PassFailed, and NotRun when set: the dispatch_error
 	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
 	Next    string        // for Advance: the stage to advance to
 	Delay   time.Duration // for Pause, and NotRun when set: how long to pause
@@ -366,7 +366,8 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 //   - ok: the stage answered 0 without moving it: failed, notMoved;
 //   - advance, finish, pause: the move the stage answered is made;
 //   - notrun: it never ran: pending (paused for delay when it is set),
-//     the claim's attempt taken back;
+//     the claim's attempt taken back, its dispatch_error the reason when
+//     there is one (a stage's answer 75: why it was not run);
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
@@ -434,7 +435,8 @@ WITH cur AS (
            attempts = CASE WHEN x.advanced OR x.verdict = 'advance' THEN 0
                            WHEN x.verdict = 'notrun' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
-           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('notrun', 'advance', 'finish', 'pause') THEN s.dispatch_error
+           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('advance', 'finish', 'pause') OR x.verdict = 'notrun' AND x.reason = ''
+                                 THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
            flow_key = CASE WHEN NOT (x.advanced OR x.verdict = 'advance') THEN s.flow_key
@@ -474,10 +476,8 @@ func settleArgs(vs []Settle) []any {
 	return []any{ids, stages, verdicts, reasons, retries, delays, maxes, targets}
 }
 
-func scanSettled(rows pgx.Rows, err error, dst []Settled) ([]Settled, error) {
-	if err != nil {
-		return dst, err
-	}
+// scanSettled reads settleSQL's rows, appended to dst.
+func scanSettled(rows pgx.Rows, dst []Settled) ([]Settled, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var s Settled

@@ -192,6 +192,9 @@ func TestSettle(t *testing.T) {
 		{"requeue same stage", nothing, queue.NotRun, "", queue.Running, "s", queue.Pending, queue.Pending, "s", none, none},
 		{"requeue advanced", advance, queue.NotRun, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
 		{"requeue finished", finish, queue.NotRun, "", queue.Done, "s", "", queue.Done, "s", none, none},
+		// A stage's answer 75 gives its reason: the message says why it was not run.
+		{"not run with a reason", nothing, queue.NotRun, "answered 75", queue.Running, "s", queue.Pending, queue.Pending, "s", "answered 75", none},
+		{"not run with a reason, advanced", advance, queue.NotRun, "answered 75", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
 	}
 	ids := seed(t, db, "s", queue.Running, len(cases))
 	var vs []queue.Settle

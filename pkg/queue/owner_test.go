@@ -66,8 +66,20 @@ func TestFence(t *testing.T) {
 	if !queue.IsFenced(err) || n != 0 {
 		t.Fatalf("ResetRunning after the lock session closed = %d, %v; want the fence's error", n, err)
 	}
+	// A turn's later statements are not run, nor their results read.
+	seed(t, db, "a", queue.Pending, 1)
+	res := queue.TurnResult{Claimed: []queue.Claimed{{ID: -1}}}
+	err = db.RunTurn(ctx, queue.Turn{Resume: true, Stages: []string{"a"}, Snapshot: true, Admit: true,
+		Settles: []queue.Settle{{ID: ids[0], Stage: "a", Verdict: queue.Finish}},
+		Caps:    []queue.StageCap{{Stage: "a", Cap: 10}}}, &res)
+	if !queue.IsFenced(err) || len(res.Settled) != 0 || len(res.Claimed) != 0 || res.Xmax != 0 {
+		t.Fatalf("RunTurn after the lock session closed = %+v, %v; want nothing done and the fence's error", res, err)
+	}
 	if got := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'running' AND id = ANY($1)", ids); got != 2 {
 		t.Errorf("%d rows still running, want 2", got)
+	}
+	if got := count(t, db, "SELECT count(*) FROM pepsi.state WHERE status = 'pending'"); got != 1 {
+		t.Errorf("%d rows pending, want the 1 not claimed", got)
 	}
 }
 

@@ -26,7 +26,7 @@ func partitionOf(t *testing.T, db *pgtest.DB, id int64) string {
 	return name
 }
 
-// expireAll runs retention steps until one says there is no more work,
+// expireAll runs retention batches until one says there is no more work,
 // and returns the messages they deleted.
 func expireAll(t *testing.T, db *pgtest.DB, keep time.Duration) int64 {
 	t.Helper()

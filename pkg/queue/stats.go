@@ -16,6 +16,7 @@ type StageStats struct {
 	Failed      int64     `json:"failed"`
 	Timeouts    int64     `json:"timeouts"`
 	Crashes     int64     `json:"crashes"`
+	NotRun      int64     `json:"not_run"`   // answers 75: not run, not counted as an attempt
 	Cancelled   int64     `json:"cancelled"` // passes whose message was cancelled while they ran: outcome ignored
 	BusySeconds float64   `json:"busy_seconds"`
 	UpdatedAt   time.Time `json:"updated_at"`
@@ -23,7 +24,7 @@ type StageStats struct {
 
 // IsZero reports whether s holds no counts.
 func (s *StageStats) IsZero() bool {
-	return s.Processed == 0 && s.Failed == 0 && s.Timeouts == 0 && s.Crashes == 0 && s.Cancelled == 0 && s.BusySeconds == 0
+	return s.Processed == 0 && s.Failed == 0 && s.Timeouts == 0 && s.Crashes == 0 && s.NotRun == 0 && s.Cancelled == 0 && s.BusySeconds == 0
 }
 
 // DispatchStats is the dispatcher's global counters.
@@ -67,18 +68,26 @@ func SetName(stages []string) string {
 // The statistics rows are per stage and writer (the dispatcher set that
 // counted them), and the global row per writer: each row has one writer
 // (the set's dispatcher, or its standby once it has taken over), and
-// readers add them up.
+// readers add them up. recent_not_run and recent_passes are the deltas
+// of the latest write that counted anything at the stage (see
+// NotRunStages).
 const addStageStatsSQL = `
-INSERT INTO pepsi.stage_stats AS t (dispatcher, stage, processed, failed, timeouts, crashes, busy_seconds, cancelled)
-SELECT $7, * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[], $8::bigint[])
+INSERT INTO pepsi.stage_stats AS t (dispatcher, stage, processed, failed, timeouts, crashes, not_run, cancelled, busy_seconds,
+                                    recent_not_run, recent_passes)
+SELECT $9, v.*, v.not_run, v.processed + v.failed + v.timeouts + v.crashes
+  FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::float8[])
+       AS v(stage, processed, failed, timeouts, crashes, not_run, cancelled, busy_seconds)
 ON CONFLICT (stage, dispatcher) DO UPDATE SET
-    processed    = t.processed + EXCLUDED.processed,
-    failed       = t.failed + EXCLUDED.failed,
-    timeouts     = t.timeouts + EXCLUDED.timeouts,
-    crashes      = t.crashes + EXCLUDED.crashes,
-    cancelled    = t.cancelled + EXCLUDED.cancelled,
-    busy_seconds = t.busy_seconds + EXCLUDED.busy_seconds,
-    updated_at   = now()`
+    processed      = t.processed + EXCLUDED.processed,
+    failed         = t.failed + EXCLUDED.failed,
+    timeouts       = t.timeouts + EXCLUDED.timeouts,
+    crashes        = t.crashes + EXCLUDED.crashes,
+    not_run        = t.not_run + EXCLUDED.not_run,
+    cancelled      = t.cancelled + EXCLUDED.cancelled,
+    busy_seconds   = t.busy_seconds + EXCLUDED.busy_seconds,
+    recent_not_run = EXCLUDED.recent_not_run,
+    recent_passes  = EXCLUDED.recent_passes,
+    updated_at     = now()`
 
 const addDispatchStatsSQL = `
 INSERT INTO pepsi.dispatch_stats AS t (dispatcher, claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, cancelled)
@@ -152,7 +161,7 @@ func (db *DB) AddStatsOnce(ctx context.Context, flushes []StatsFlush) error {
 // addStats adds the deltas on tx.
 func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d DispatchStats) error {
 	var names []string
-	var processed, failed, timeouts, crashes, cancelled []int64
+	var processed, failed, timeouts, crashes, notRun, cancelled []int64
 	var busy []float64
 	for i := range stages {
 		s := &stages[i]
@@ -164,6 +173,7 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 		failed = append(failed, s.Failed)
 		timeouts = append(timeouts, s.Timeouts)
 		crashes = append(crashes, s.Crashes)
+		notRun = append(notRun, s.NotRun)
 		cancelled = append(cancelled, s.Cancelled)
 		busy = append(busy, s.BusySeconds)
 	}
@@ -172,7 +182,7 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 	}
 	b := &pgx.Batch{}
 	if len(names) > 0 {
-		b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, busy, db.writer, cancelled)
+		b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, notRun, cancelled, busy, db.writer)
 	}
 	if !d.IsZero() {
 		b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer, d.Cancelled)
@@ -185,14 +195,14 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error) {
 	var d DispatchStats
 	rows, err := db.pool.Query(ctx, `SELECT stage, sum(processed)::bigint, sum(failed)::bigint, sum(timeouts)::bigint,
-		sum(crashes)::bigint, sum(cancelled)::bigint, sum(busy_seconds), max(updated_at)
+		sum(crashes)::bigint, sum(not_run)::bigint, sum(cancelled)::bigint, sum(busy_seconds), max(updated_at)
 		FROM pepsi.stage_stats GROUP BY stage ORDER BY stage`)
 	if err != nil {
 		return nil, d, err
 	}
 	stages, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StageStats, error) {
 		var s StageStats
-		err := r.Scan(&s.Stage, &s.Processed, &s.Failed, &s.Timeouts, &s.Crashes, &s.Cancelled, &s.BusySeconds, &s.UpdatedAt)
+		err := r.Scan(&s.Stage, &s.Processed, &s.Failed, &s.Timeouts, &s.Crashes, &s.NotRun, &s.Cancelled, &s.BusySeconds, &s.UpdatedAt)
 		return s, err
 	})
 	if err != nil {

@@ -32,14 +32,14 @@ func (db *DB) ResetOrphans(ctx context.Context, held []int64, olderThan time.Dur
 	return n, err
 }
 
-// ExpireDone does one step of the retention sweep, deleting messages done
+// ExpireDone runs one batch of the retention sweep, deleting messages done
 // longer ago than olderThan: in the oldest range of pepsi.state_done that
 // has expired, the messages of the next batch rows by id (the range is
 // dropped whole once they are gone); when none has, the expired ones among
 // the next batch rows of the default partition. The next rows are those
 // after at's ID when at is the partition it works in. It returns where the
-// next step goes on, how many messages it deleted, and whether a next step
-// has work (see pepsi.expire_done in sql/009_done_partitions.sql).
+// next batch goes on, how many messages it deleted, and whether a next
+// batch has work (see pepsi.expire_done in sql/009_done_partitions.sql).
 func (db *DB) ExpireDone(ctx context.Context, at ExpireAt, olderThan time.Duration, batch int) (next ExpireAt, deleted int64, more bool, err error) {
 	err = Retry(ctx, func() error {
 		return db.queryRowFenced(ctx, "SELECT part, last, deleted, more FROM pepsi.expire_done($1::interval, $2, $3, $4)",

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -170,10 +171,15 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	if set == "" {
 		set = AllStages
 	}
+	r := turnReaders.Get().(*turnReader)
+	defer r.release()
+	r.res = res
 	return Retry(ctx, func() error {
-		res.Resumed, res.Admitted, res.NextPaused, res.Xmin, res.Xmax = 0, 0, time.Time{}, 0, 0
-		res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
-		b := &pgx.Batch{}
+		res.reset()
+		// Each statement is queued with the read of its result, which
+		// BatchResults.Close runs in order; a statement without one is
+		// read for its error alone, and the first error ends the batch.
+		b := r.batch()
 		f := db.fence.Load()
 		if f != nil {
 			b.Queue(fenceSQL, f.token, f.stages)
@@ -182,13 +188,13 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 			b.Queue(armSQL, t.Arm == ArmOn, set)
 		}
 		if t.Resume {
-			b.Queue(resumeSQL, t.Stages)
+			b.Queue(resumeSQL, t.Stages).QueryRow(r.resumed)
 		}
 		if local != "" && settle != nil {
 			b.Queue(local)
 		}
 		if settle != nil {
-			b.Queue(settleSQL, settle...)
+			b.Queue(settleSQL, settle...).Query(r.settled)
 		}
 		if history != nil {
 			b.Queue(historySQL, history...)
@@ -197,84 +203,94 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 			b.Queue(foreignSQL, foreign, t.Stages)
 		}
 		if t.Snapshot {
-			b.Queue(snapshotSQL)
+			b.Queue(snapshotSQL).QueryRow(r.horizon)
 		}
 		if t.Admit {
-			b.Queue(admitSQL, AdmitBatch)
+			b.Queue(admitSQL, AdmitBatch).QueryRow(r.admitted)
 		}
 		if local != "" && settle == nil {
 			b.Queue(local)
 		}
 		if hasClaim {
-			b.Queue(claimStmt, claim...)
+			b.Queue(claimStmt, claim...).Query(r.claimed)
 		}
 		if b.Len() == 0 || (f != nil && b.Len() == 1) {
 			return nil
 		}
-		br := db.pool.SendBatch(ctx, b)
-		defer br.Close()
-		var err error
-		if f != nil {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
-		}
-		if t.Arm != ArmKeep {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
-		}
-		if t.Resume {
-			var next *time.Time
-			if err = br.QueryRow().Scan(&res.Resumed, &next); err != nil {
-				return err
-			}
-			if next != nil {
-				res.NextPaused = *next
-			}
-		}
-		if local != "" && settle != nil {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
-		}
-		if settle != nil {
-			rows, err := br.Query()
-			if res.Settled, err = scanSettled(rows, err, res.Settled); err != nil {
-				return err
-			}
-		}
-		if history != nil {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
-		}
-		if foreign != nil {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
-		}
-		if t.Snapshot {
-			if err = br.QueryRow().Scan(&res.Xmin, &res.Xmax); err != nil {
-				return err
-			}
-		}
-		if t.Admit {
-			if err = br.QueryRow().Scan(&res.Admitted); err != nil {
-				return err
-			}
-		}
-		if local != "" && settle == nil {
-			if _, err = br.Exec(); err != nil {
-				return err
-			}
-		}
-		if hasClaim {
-			rows, err := br.Query()
-			if res.Claimed, res.waits, err = scanClaimed(rows, err, res.Claimed, res.waits[:0]); err != nil {
-				return err
-			}
-		}
-		return br.Close()
+		return db.pool.SendBatch(ctx, b).Close()
 	})
+}
+
+// reset empties res for a turn (or its retry).
+func (res *TurnResult) reset() {
+	res.Resumed, res.Admitted, res.NextPaused, res.Xmin, res.Xmax = 0, 0, time.Time{}, 0, 0
+	res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
+}
+
+// turnReader holds what RunTurn reuses from turn to turn on the
+// dispatcher's hot path: the batch's list of statements, and the reads of
+// their results into res, bound once (a method value made per turn would
+// be an allocation per turn).
+type turnReader struct {
+	res                        *TurnResult
+	b                          pgx.Batch
+	resumed, horizon, admitted func(pgx.Row) error
+	settled, claimed           func(pgx.Rows) error
+}
+
+// turnReaders are the turnReaders not in use.
+var turnReaders = sync.Pool{New: func() any {
+	r := &turnReader{}
+	r.resumed, r.horizon, r.admitted = r.readResumed, r.readHorizon, r.readAdmitted
+	r.settled, r.claimed = r.readSettled, r.readClaimed
+	return r
+}}
+
+// batch returns an empty batch on r's list of statements, emptied of the
+// last batch's. The list is reused: pgx keeps nothing of a batch once its
+// results are closed.
+func (r *turnReader) batch() *pgx.Batch {
+	q := r.b.QueuedQueries
+	clear(q)
+	r.b = pgx.Batch{QueuedQueries: q[:0]}
+	return &r.b
+}
+
+// release puts r back, its list of statements emptied (their arguments
+// would otherwise be kept alive).
+func (r *turnReader) release() {
+	r.batch()
+	r.res = nil
+	turnReaders.Put(r)
+}
+
+// The reads of a turn's results, each into its fields of res.
+
+func (r *turnReader) readResumed(row pgx.Row) error {
+	var next *time.Time
+	if err := row.Scan(&r.res.Resumed, &next); err != nil {
+		return err
+	}
+	if next != nil {
+		r.res.NextPaused = *next
+	}
+	return nil
+}
+
+func (r *turnReader) readHorizon(row pgx.Row) error {
+	return row.Scan(&r.res.Xmin, &r.res.Xmax)
+}
+
+func (r *turnReader) readAdmitted(row pgx.Row) error {
+	return row.Scan(&r.res.Admitted)
+}
+
+func (r *turnReader) readSettled(rows pgx.Rows) (err error) {
+	r.res.Settled, err = scanSettled(rows, r.res.Settled)
+	return err
+}
+
+func (r *turnReader) readClaimed(rows pgx.Rows) (err error) {
+	r.res.Claimed, r.res.waits, err = scanClaimed(rows, nil, r.res.Claimed, r.res.waits[:0])
+	return err
 }

@@ -1,9 +1,9 @@
 // Command soak drives N messages through a three-stage pipeline run by the
-// real `pepsi dispatch` and the test worker, while it injects faults in
-// turn: worker kill -9, pg_terminate_backend of the dispatcher's sessions,
-// a PostgreSQL restart (when it may: -pg-local), dispatcher kill -9 and a
-// restart, SIGTERM and a restart, a standby takeover from a killed
-// dispatcher. Hangs, garbage output and crashes come from the payloads of a
+// real `pepsi dispatch` and the test worker, while it injects faults one
+// after another: worker kill -9, pg_terminate_backend of the dispatcher's
+// sessions, a PostgreSQL restart (when it may: -pg-local), dispatcher
+// kill -9 and a restart, SIGTERM and a restart, a standby takeover from a
+// killed dispatcher. Hangs, garbage output and crashes come from the payloads of a
 // few messages. At the end it prints a table: faults injected per kind;
 // messages done, failed, lost and duplicated; wall time. scripts/soak
 // builds and runs it.

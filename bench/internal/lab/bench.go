@@ -23,6 +23,8 @@
 //     can move messages; and once more with 64 workers;
 //   - wake latency on an idle system: enqueue commit → the id read from a
 //     worker's stdin;
+//   - a stage with RATE = 100/s on a full queue for 10 s: the dispatcher's
+//     CPU as a share of a core, against under 5 %;
 //   - only when asked for (OnlyNamed): a stage with RATE = 200/s on a full
 //     queue, its messages handed out each second against the RATE, and the
 //     dispatcher's CPU meanwhile; and KEY_LIMIT = 1 over 1 000 keys: the
@@ -98,7 +100,7 @@ type Options struct {
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "rate", "keys", "hotkeys", "sustained", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "ratecpu", "rate", "keys", "hotkeys", "sustained", "claim"}
 
 // OnlyNamed are the steps that run only when Only names them: rate
 // measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s);
@@ -230,7 +232,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
-		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "rate": b.rate, "keys": b.keys, "hotkeys": b.hotKeys, "sustained": b.sustained,
+		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "ratecpu": b.rateCPU, "rate": b.rate, "keys": b.keys, "hotkeys": b.hotKeys, "sustained": b.sustained,
 	}
 	for _, name := range Steps {
 		if o.Only != nil && !slices.Contains(o.Only, name) || o.Only == nil && slices.Contains(OnlyNamed, name) {

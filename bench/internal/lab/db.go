@@ -178,7 +178,7 @@ INSERT INTO pepsi.state (id, stage) SELECT id, 's' || (id % $3 + 1) FROM m`, fro
 }
 
 // enqueueWithKeys enqueues n messages at stage whose header customer takes
-// keys values in turn, keyed as pepsi.enqueue keys them, in one statement,
+// keys values round robin, keyed as pepsi.enqueue keys them, in one statement,
 // and returns the first id.
 func (b *bench) enqueueWithKeys(ctx context.Context, n, keys int, stage string) (int64, error) {
 	var first int64
@@ -194,7 +194,7 @@ SELECT min(id) FROM s`, n, keys, stage).Scan(&first)
 	return first, err
 }
 
-// seedKeyed inserts n pending messages at stage with keys keys in turn
+// seedKeyed inserts n pending messages at stage with keys keys round robin
 // (as enqueueWithKeys, but keyed whatever pepsi.flow_keys says), and
 // analyzes the tables.
 func (b *bench) seedKeyed(ctx context.Context, n, keys int, stage string) error {

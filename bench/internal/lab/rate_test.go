@@ -43,3 +43,21 @@ func TestRateFigures(t *testing.T) {
 		t.Errorf("rate.mean: ratio %v, want the value over %d", f.Ratio, benchRate)
 	}
 }
+
+func TestRateCPUFigure(t *testing.T) {
+	for _, c := range []struct {
+		cpu   time.Duration
+		value float64
+		met   string
+	}{{400 * time.Millisecond, 4, "ok"}, {500 * time.Millisecond, 5, "MISS"}, {900 * time.Millisecond, 9, "MISS"}} {
+		b := &bench{report: &Report{}}
+		b.rateCPUFigure([]int{100, 101, 99}, c.cpu, 10*time.Second)
+		f := b.report.Figure("ratecpu")
+		if f == nil {
+			t.Fatal("no figure ratecpu")
+		}
+		if f.Value != c.value || f.Met != c.met || f.Target != "< 5 %" {
+			t.Errorf("%v CPU in 10 s: %v %q (target %q), want %v %q", c.cpu, f.Value, f.Met, f.Target, c.value, c.met)
+		}
+	}
+}
