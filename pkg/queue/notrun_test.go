@@ -48,6 +48,12 @@ func TestNotRunStages(t *testing.T) {
 	if got := list(); len(got) != 1 || got["b"].Stage != "b" {
 		t.Fatalf("after a's write of 40 passes: %+v, want b alone", got)
 	}
+	// A pass whose message was cancelled is taken out of processed and
+	// counted cancelled: it stays a pass.
+	add(queue.StageStats{Stage: "d", NotRun: 1, Processed: -1, Cancelled: 2})
+	if got := list(); len(got) != 1 || got["b"].Stage != "b" {
+		t.Fatalf("after d's write of 1 answer 75 and 2 cancelled passes: %+v, want b alone", got)
+	}
 	exec(t, db, "UPDATE pepsi.stage_stats SET updated_at = now() - interval '121 seconds' WHERE stage = 'b'")
 	if got := list(); len(got) != 0 {
 		t.Fatalf("b written over two minutes ago: %+v, want none (STATS_INTERVAL 1m)", got)
@@ -57,7 +63,7 @@ func TestNotRunStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range stages {
-		if want := map[string]int64{"a": 6, "b": 5, "c": 0}[s.Stage]; s.NotRun != want {
+		if want := map[string]int64{"a": 6, "b": 5, "c": 0, "d": 1}[s.Stage]; s.NotRun != want {
 			t.Errorf("ReadStats: %s not_run %d, want %d (the sum of its writes)", s.Stage, s.NotRun, want)
 		}
 	}

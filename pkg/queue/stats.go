@@ -74,7 +74,7 @@ func SetName(stages []string) string {
 const addStageStatsSQL = `
 INSERT INTO pepsi.stage_stats AS t (dispatcher, stage, processed, failed, timeouts, crashes, not_run, cancelled, busy_seconds,
                                     recent_not_run, recent_passes)
-SELECT $9, v.*, v.not_run, v.processed + v.failed + v.timeouts + v.crashes
+SELECT $9, v.*, v.not_run, v.processed + v.failed + v.timeouts + v.crashes + v.cancelled
   FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::float8[])
        AS v(stage, processed, failed, timeouts, crashes, not_run, cancelled, busy_seconds)
 ON CONFLICT (stage, dispatcher) DO UPDATE SET
