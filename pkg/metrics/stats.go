@@ -192,7 +192,7 @@ func newStats(opts StatsOptions) *Stats {
 		oldest: prometheus.NewDesc("pepsi_queue_oldest_pending_age_seconds",
 			"How long the oldest pending message of the stage has waited, in seconds; 0 when none is pending.", []string{"stage"}, nil),
 		paused:  newPausedDesc(),
-		running: prometheus.NewDesc("pepsi_dispatcher_running", "1 when a dispatcher holds the single-dispatcher lock, else 0.", nil, nil),
+		running: prometheus.NewDesc("pepsi_dispatcher_running", "1 when a dispatcher runs (it holds the single-dispatcher lock, or a stage set's locks), else 0.", nil, nil),
 	}
 	return s
 }
