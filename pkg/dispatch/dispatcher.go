@@ -35,7 +35,7 @@ type Options struct {
 	OpenStore func(ctx context.Context) (Store, error)
 	// DialLock opens a listener session, at start and again after one
 	// fails; nil: queue.Dial on DSN and INGRESS_CHANNEL. At start, an error
-	// queue.IsConnectFailure accepts is retried with backoff.
+	// pgerr.IsConnectFailure accepts is retried with backoff.
 	DialLock func(ctx context.Context) (LockSession, error)
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -59,7 +60,7 @@ func (d *Dispatcher) dial(ctx context.Context) (LockSession, error) {
 		if err == nil {
 			return lis, nil
 		}
-		if !queue.IsConnectFailure(err) {
+		if !pgerr.IsConnectFailure(err) {
 			return nil, err
 		}
 		wait := b.next()

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -80,11 +81,11 @@ func (nopObserver) StderrDropped(string, int64, int64)   {}
 // reason names the kind of a database failure for Observer.ListenerReconnect
 // and Observer.QueueRetry.
 func reason(err error) string {
-	code, isPg := queue.SQLState(err)
+	code, isPg := pgerr.SQLState(err)
 	switch {
 	case queue.IsReadOnly(err):
 		return ReasonReadOnly
-	case queue.IsServerShutdown(err):
+	case pgerr.IsServerShutdown(err):
 		return ReasonServerShutdown
 	case isPg:
 		return "error_" + code

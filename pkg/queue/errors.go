@@ -39,21 +39,12 @@ func (e *connectError) Error() string {
 		}
 	}
 	msg := strings.Join(causes, "; ")
-	if code, _ := SQLState(e.ce); code == pgerrcode.InvalidCatalogName && e.ce.Config != nil {
+	if code, _ := pgerr.SQLState(e.ce); code == pgerrcode.InvalidCatalogName && e.ce.Config != nil {
 		msg += "; create it: createdb " + e.ce.Config.Database
 	}
 	return msg
 }
 func (e *connectError) Unwrap() error { return e.ce }
-
-// SQLState is pgerr.SQLState.
-func SQLState(err error) (string, bool) { return pgerr.SQLState(err) }
-
-// IsConnectFailure is pgerr.IsConnectFailure.
-func IsConnectFailure(err error) bool { return pgerr.IsConnectFailure(err) }
-
-// IsServerShutdown is pgerr.IsServerShutdown.
-func IsServerShutdown(err error) bool { return pgerr.IsServerShutdown(err) }
 
 // IsDataError reports whether err says the server refused a statement for
 // the values it was given, which it will refuse again however often it is
@@ -62,7 +53,7 @@ func IsServerShutdown(err error) bool { return pgerr.IsServerShutdown(err) }
 // a racing insert may cause, or a program limit (class 54, a value too
 // large).
 func IsDataError(err error) bool {
-	code, ok := SQLState(err)
+	code, ok := pgerr.SQLState(err)
 	if !ok || code == pgerrcode.UniqueViolation {
 		return false
 	}
@@ -79,7 +70,7 @@ func IsReadOnly(err error) bool {
 // write: a read-only transaction or standby (IsReadOnly), or a role
 // without the privilege (42501).
 func MayNotWrite(err error) bool {
-	code, _ := SQLState(err)
+	code, _ := pgerr.SQLState(err)
 	return IsReadOnly(err) || code == pgerrcode.InsufficientPrivilege
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pepsi-dev/pepsi/pkg/pgerr"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -113,7 +114,7 @@ func TestSkipSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := db.FireSchedule(ctx, bad)
-	if code, _ := queue.SQLState(err); code != "22P05" || !queue.IsDataError(err) || queue.IsOutage(err) {
+	if code, _ := pgerr.SQLState(err); code != "22P05" || !queue.IsDataError(err) || queue.IsOutage(err) {
 		t.Fatalf("a NUL in the headers: %v (data error %v), want SQLSTATE 22P05, a data error", err, queue.IsDataError(err))
 	}
 	run := func() queue.ScheduleRun {
