@@ -36,8 +36,8 @@ BEGIN
     RETURN v_n;
 END $$;
 
--- FUNCTION advance(bigint, text)
-CREATE FUNCTION pepsi.advance(p_id bigint, p_stage text) RETURNS void
+-- FUNCTION advance(bigint, text, bigint)
+CREATE FUNCTION pepsi.advance(p_id bigint, p_stage text, p_pass bigint DEFAULT NULL::bigint) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -45,9 +45,9 @@ BEGIN
         PERFORM pepsi.check_stage('pepsi.advance', p_stage);
     END IF;
     UPDATE pepsi.state SET stage = p_stage, updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.advance: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.advance', p_id, p_pass);
     END IF;
 END $$;
 
@@ -76,7 +76,9 @@ DECLARE
 BEGIN
     PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
     UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
-                           timeout = NULL, updated_at = now()
+                           timeout = NULL, updated_at = now(),
+                           ended = CASE WHEN status = 'running' THEN pass ELSE ended END,
+                           ended_as = CASE WHEN status = 'running' THEN 'c' ELSE ended_as END
      WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
     GET DIAGNOSTICS v_n = ROW_COUNT;
     IF v_n > 0 THEN
@@ -314,8 +316,8 @@ BEGIN
     more := last <> 0;
 END $_$;
 
--- FUNCTION fail(bigint, text)
-CREATE FUNCTION pepsi.fail(p_id bigint, p_reason text) RETURNS void
+-- FUNCTION fail(bigint, text, bigint)
+CREATE FUNCTION pepsi.fail(p_id bigint, p_reason text, p_pass bigint DEFAULT NULL::bigint) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -323,9 +325,9 @@ BEGIN
         p_reason := pepsi.cut_reason(p_reason);
     END IF;
     UPDATE pepsi.state SET status = 'failed', error = p_reason, updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.fail: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.fail', p_id, p_pass);
     END IF;
 END $$;
 
@@ -341,15 +343,15 @@ BEGIN
     END IF;
 END $$;
 
--- FUNCTION finish(bigint)
-CREATE FUNCTION pepsi.finish(p_id bigint) RETURNS void
+-- FUNCTION finish(bigint, bigint)
+CREATE FUNCTION pepsi.finish(p_id bigint, p_pass bigint DEFAULT NULL::bigint) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
     UPDATE pepsi.state SET status = 'done', updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.finish: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.finish', p_id, p_pass);
     END IF;
 END $$;
 
@@ -500,6 +502,17 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- FUNCTION not_running(text, bigint, bigint)
+CREATE FUNCTION pepsi.not_running(p_fn text, p_id bigint, p_pass bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_pass IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live WHERE id = p_id AND status = 'running') THEN
+        RAISE EXCEPTION '%: message % is not running pass %: that pass is over', p_fn, p_id, p_pass USING ERRCODE = '55000';
+    END IF;
+    RAISE EXCEPTION '%: message % is not running', p_fn, p_id USING ERRCODE = '55000';
+END $$;
+
 -- FUNCTION notify_ingress()
 CREATE FUNCTION pepsi.notify_ingress() RETURNS trigger
     LANGUAGE plpgsql
@@ -511,8 +524,8 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- FUNCTION pause(bigint, interval)
-CREATE FUNCTION pepsi.pause(p_id bigint, p_delay interval) RETURNS void
+-- FUNCTION pause(bigint, interval, bigint)
+CREATE FUNCTION pepsi.pause(p_id bigint, p_delay interval, p_pass bigint DEFAULT NULL::bigint) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -524,9 +537,9 @@ BEGIN
         PERFORM pepsi.check_time('pepsi.pause', 'p_delay', NULL, p_delay);
     END IF;
     UPDATE pepsi.state SET status = 'paused', timeout = now() + p_delay, updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.pause: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.pause', p_id, p_pass);
     END IF;
 END $$;
 
@@ -700,6 +713,14 @@ CREATE TABLE pepsi.message_default (
     payload bytea DEFAULT '\x'::bytea NOT NULL
 );
 
+-- SEQUENCE pass_run
+CREATE SEQUENCE pepsi.pass_run
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
 -- TABLE paused_stages
 CREATE TABLE pepsi.paused_stages (
     stage text NOT NULL,
@@ -768,7 +789,10 @@ CREATE TABLE pepsi.state (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text
+    flow_key text,
+    pass bigint DEFAULT 0 NOT NULL,
+    ended bigint DEFAULT 0 NOT NULL,
+    ended_as "char" DEFAULT '-'::"char" NOT NULL
 )
 PARTITION BY LIST (status);
 
@@ -785,7 +809,10 @@ CREATE TABLE pepsi.state_cancelled (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text
+    flow_key text,
+    pass bigint DEFAULT 0 NOT NULL,
+    ended bigint DEFAULT 0 NOT NULL,
+    ended_as "char" DEFAULT '-'::"char" NOT NULL
 );
 
 -- TABLE state_done
@@ -801,7 +828,10 @@ CREATE TABLE pepsi.state_done (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text
+    flow_key text,
+    pass bigint DEFAULT 0 NOT NULL,
+    ended bigint DEFAULT 0 NOT NULL,
+    ended_as "char" DEFAULT '-'::"char" NOT NULL
 )
 PARTITION BY RANGE (updated_at);
 
@@ -818,7 +848,10 @@ CREATE TABLE pepsi.state_done_default (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text
+    flow_key text,
+    pass bigint DEFAULT 0 NOT NULL,
+    ended bigint DEFAULT 0 NOT NULL,
+    ended_as "char" DEFAULT '-'::"char" NOT NULL
 );
 
 -- TABLE state_failed
@@ -834,7 +867,10 @@ CREATE TABLE pepsi.state_failed (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text
+    flow_key text,
+    pass bigint DEFAULT 0 NOT NULL,
+    ended bigint DEFAULT 0 NOT NULL,
+    ended_as "char" DEFAULT '-'::"char" NOT NULL
 );
 
 -- TABLE state_live
@@ -850,7 +886,10 @@ CREATE TABLE pepsi.state_live (
     handed text,
     priority integer DEFAULT 0 NOT NULL,
     dedup_key text,
-    flow_key text
+    flow_key text,
+    pass bigint DEFAULT 0 NOT NULL,
+    ended bigint DEFAULT 0 NOT NULL,
+    ended_as "char" DEFAULT '-'::"char" NOT NULL
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
 

@@ -23,6 +23,9 @@ func (d *Dispatcher) startClaim(now time.Time) {
 	if !d.plan.nextClaim(now, d.loopState(), &j.turn) {
 		return
 	}
+	if len(j.turn.Caps) > 0 {
+		j.turn.Pass = d.passes.Next()
+	}
 	j.err = nil
 	l.job = j
 	l.jobs <- j
@@ -63,11 +66,11 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 		switch {
 		case p == nil:
 			// Its stage was changed by hand while the claim ran.
-			d.plan.verdict(queue.Settle{ID: c.ID, Stage: c.Stage, Verdict: queue.NotRun})
+			d.plan.verdict(pass{c.ID, c.Pass}.settle(c.Stage, queue.NotRun))
 		case d.stopping || d.lockless:
 			// Claimed as the lock was lost or a stop began: not handed out.
-			d.plan.verdict(queue.Settle{ID: c.ID, Stage: p.cfg.Name, Verdict: queue.NotRun})
-		case d.assign(p, c.ID, now):
+			d.plan.verdict(pass{c.ID, c.Pass}.settle(p.cfg.Name, queue.NotRun))
+		case d.assign(p, pass{c.ID, c.Pass}, now):
 			d.obs.Handed(p.cfg.Name, time.Duration(c.Waited*float64(time.Second)))
 		}
 	}
@@ -78,18 +81,18 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 	}
 }
 
-// assign hands id to the earliest-started worker with a free slot,
+// assign hands h to the earliest-started worker with a free slot,
 // starting one if none has; a message no worker can take goes back.
-func (d *Dispatcher) assign(p *pool, id int64, now time.Time) bool {
+func (d *Dispatcher) assign(p *pool, h pass, now time.Time) bool {
 	w := p.pick()
 	if w == nil && p.live() < p.cfg.Parallelism && !now.Before(p.coolUntil) {
 		w = d.spawn(p, now)
 	}
 	if w == nil {
-		d.plan.verdict(queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
+		d.plan.verdict(h.settle(p.cfg.Name, queue.NotRun))
 		return false
 	}
-	w.hand(id, now)
+	w.hand(h, now)
 	p.plan.handed(now)
 	if w.inflight.len() == 1 {
 		d.due(now.Add(d.cfg.Dispatch.MaxRuntime))

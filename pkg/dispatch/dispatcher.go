@@ -15,10 +15,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
@@ -63,6 +65,9 @@ type Dispatcher struct {
 	owned []string
 	set   string
 	token int64 // the token lock of every listener session (queue.NewToken; see queue.DB.SetFence)
+	// passes stamps each claim's passes with a token of their own (taken
+	// anew at each start).
+	passes queue.PassTokens
 	// role: whether this dispatcher holds the janitor lock and so does the
 	// work that is not per stage (janitor.go). Shared with the listener
 	// goroutine and the services' supervisor.
@@ -184,7 +189,8 @@ func New(opts Options) (*Dispatcher, error) {
 		d.byName[s.Name] = p
 	}
 	d.plan.startRates(d.now())
-	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN())
+	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN(),
+		protocol.EnvProtocol+"="+strconv.Itoa(protocol.Version))
 	return d, nil
 }
 
@@ -294,6 +300,9 @@ func (d *Dispatcher) start(ctx context.Context) (db Store, lis LockSession, err 
 	n, err := db.ResetRunning(ctx, d.owned...)
 	if err != nil {
 		return db, lis, fmt.Errorf("reset orphaned rows: %w", err)
+	}
+	if d.passes, err = db.NewPassTokens(ctx); err != nil {
+		return db, lis, fmt.Errorf("take a run number for pass tokens: %w", err)
 	}
 	d.tally.global.Orphans += n
 	d.tally.dirty = n > 0

@@ -26,6 +26,8 @@ func (d *Dispatcher) handle(ev event) {
 		}
 	case evExit:
 		d.exited(w, ev.err)
+	case evHello:
+		w.tokens = true // the ids written before went without: the worker takes both
 	}
 }
 
@@ -42,24 +44,24 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 			d.protocolError(w, "protocol error: status line with no message outstanding")
 			return
 		}
-		id := w.inflight.pop()
+		h := w.inflight.pop()
 		w.answered++
 		if st.Code == protocol.NotRun {
 			// The stage could not reach its database: no pass was made.
-			d.notRunAnswer(w.pool, id, st.Text, now)
+			d.notRunAnswer(w.pool, h, st.Text, now)
 			w.headAt = now
 			continue
 		}
 		d.tally.answered(stage, st.Code == 0, now.Sub(w.headAt), st.Fused)
 		d.observePass(stage, st, now.Sub(w.headAt))
 		if st.Code == 0 {
-			d.plan.verdict(answered(id, stage, st))
+			d.plan.verdict(answered(h, stage, st))
 		} else {
 			reason := fmt.Sprintf("stage %s answered %d", stage, st.Code)
 			if st.Text != "" {
 				reason += ": " + st.Text
 			}
-			d.failedPass(w.pool, id, queue.FailAnswer, w.proc.pid, reason)
+			d.failedPass(w.pool, h, queue.FailAnswer, w.proc.pid, reason)
 		}
 		w.headAt = now
 	}
@@ -75,12 +77,13 @@ func (d *Dispatcher) answers(w *worker, answers []protocol.Status) {
 	}
 }
 
-// failedPass books a failed pass of id at p's stage, of kind, by the worker
+// failedPass books a failed pass h at p's stage, of kind, by the worker
 // of process pid: the message fails, or is paused for a retry while the
 // stage's RETRIES allow.
-func (d *Dispatcher) failedPass(p *pool, id int64, kind queue.FailKind, pid int, reason string) {
-	d.plan.verdict(queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.PassFailed, Reason: reason, Retry: p.retry,
-		Kind: kind, PID: int32(pid)})
+func (d *Dispatcher) failedPass(p *pool, h pass, kind queue.FailKind, pid int, reason string) {
+	v := h.settle(p.cfg.Name, queue.PassFailed)
+	v.Reason, v.Retry, v.Kind, v.PID = reason, p.retry, kind, int32(pid)
+	d.plan.verdict(v)
 }
 
 // observePass reports an answered pass and the stages fused into it.
@@ -98,8 +101,8 @@ func (d *Dispatcher) observePass(stage string, st *protocol.Status, busy time.Du
 }
 
 // answered is the verdict for a 0 answer: the transition it carries, if any.
-func answered(id int64, stage string, st *protocol.Status) queue.Settle {
-	v := queue.Settle{ID: id, Stage: stage, Verdict: queue.PassOK}
+func answered(h pass, stage string, st *protocol.Status) queue.Settle {
+	v := h.settle(stage, queue.PassOK)
 	switch st.Move {
 	case protocol.Advance:
 		v.Verdict, v.Next = queue.Advance, st.Next
@@ -142,19 +145,19 @@ func (d *Dispatcher) timeout(w *worker, now time.Time) {
 // abandon fails the worker's head message (a failed pass of kind) with
 // reason and puts the rest back; the worker's later output is ignored.
 func (d *Dispatcher) abandon(w *worker, kind queue.FailKind, reason string) {
-	d.abandonWith(w, func(p *pool, id int64) { d.failedPass(p, id, kind, w.proc.pid, reason) })
+	d.abandonWith(w, func(p *pool, h pass) { d.failedPass(p, h, kind, w.proc.pid, reason) })
 }
 
 // abandonWith is abandon with the head message's verdict given by head.
-func (d *Dispatcher) abandonWith(w *worker, head func(p *pool, id int64)) {
+func (d *Dispatcher) abandonWith(w *worker, head func(p *pool, h pass)) {
 	w.gone = true
-	ids := w.inflight.drain()
+	hs := w.inflight.drain()
 	stage := w.pool.cfg.Name
-	for i, id := range ids {
+	for i, h := range hs {
 		if i == 0 {
-			head(w.pool, id)
+			head(w.pool, h)
 		} else {
-			d.plan.verdict(queue.Settle{ID: id, Stage: stage, Verdict: queue.NotRun})
+			d.plan.verdict(h.settle(stage, queue.NotRun))
 		}
 	}
 }
@@ -174,13 +177,13 @@ func (d *Dispatcher) exited(w *worker, err error) {
 	case w.inflight.len() > 0 && w.stopping && !w.gone:
 		d.log.Debug("worker stopped with messages outstanding", "stage", p.cfg.Name, "pid", w.proc.pid,
 			"status", status, "outstanding", w.inflight.len())
-		for _, id := range w.inflight.drain() {
-			d.plan.verdict(queue.Settle{ID: id, Stage: p.cfg.Name, Verdict: queue.NotRun})
+		for _, h := range w.inflight.drain() {
+			d.plan.verdict(h.settle(p.cfg.Name, queue.NotRun))
 		}
 	case w.inflight.len() > 0 && exitCode(err) == protocol.NotRun:
 		d.log.Warn("worker exited: its database is unreachable; its messages go back", "stage", p.cfg.Name,
 			"pid", w.proc.pid, "status", status, "outstanding", w.inflight.len())
-		d.abandonWith(w, func(p *pool, id int64) { d.notRunExit(p, id, d.now()) })
+		d.abandonWith(w, func(p *pool, h pass) { d.notRunExit(p, h, d.now()) })
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")
 		}
@@ -190,7 +193,7 @@ func (d *Dispatcher) exited(w *worker, err error) {
 		d.tally.stage(p.cfg.Name).Crashes++
 		d.obs.Passed(p.cfg.Name, ResultCrash, d.now().Sub(w.headAt))
 		reason := "worker crashed: " + status
-		d.abandonWith(w, func(p *pool, id int64) { d.crashHead(p, id, w.proc.pid, reason) })
+		d.abandonWith(w, func(p *pool, h pass) { d.crashHead(p, h, w.proc.pid, reason) })
 		if w.answered == 0 {
 			d.cooldown(p, d.now(), "worker died before its first answer")
 		}

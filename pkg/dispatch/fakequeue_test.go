@@ -48,6 +48,9 @@ type fakeRow struct {
 	due      time.Time // when a paused row falls due
 	attempts int
 	reason   string // dispatch_error
+	pass     int64  // the token of its last claim
+	ended    int64  // the last pass settled, booked as endedAs
+	endedAs  queue.Outcome
 }
 
 // errFakeOutage is what the fake's statements fail with while it is down:
@@ -152,7 +155,7 @@ func (q *fakeQueue) RunTurn(_ context.Context, t queue.Turn, res *queue.TurnResu
 		res.Xmin, res.Xmax = q.xid, q.xid
 	}
 	for _, c := range t.Caps {
-		res.Claimed = q.claim(c, now, res.Claimed)
+		res.Claimed = q.claim(c, t.Pass, now, res.Claimed)
 	}
 	if q.fault != nil {
 		return q.fault(&t, res, true)
@@ -176,16 +179,27 @@ func (q *fakeQueue) resume(stages []string, now time.Time, res *queue.TurnResult
 }
 
 // settle applies verdict v to row r as pkg/queue's settle does: only a
-// row still running, handed out at v's stage, is changed.
+// row still running v's pass is changed, and each pass is booked once.
 func (q *fakeQueue) settle(id int64, r *fakeRow, v queue.Settle, now time.Time) queue.Settled {
 	s := queue.Settled{ID: id, Before: r.status, After: r.status, Stage: r.stage, Handed: v.Stage, Timeout: r.due}
-	if r.status != queue.Running {
+	mine := r.pass == v.Pass
+	switch {
+	case r.ended == v.Pass && v.Pass != 0:
+		s.Outcome = r.endedAs
+		return s
+	case !mine:
+		s.Outcome = queue.OutReset // its claim was lost
+		return s
+	case r.status != queue.Running:
+		s.Outcome = map[queue.Status]queue.Outcome{queue.Done: queue.OutDone, queue.Failed: queue.OutFailed,
+			queue.Cancelled: queue.OutCancelled}[r.status]
+		if s.Outcome == 0 {
+			s.Outcome = queue.OutPaused
+		}
+		r.handed, r.ended, r.endedAs = "", v.Pass, s.Outcome
 		return s
 	}
-	if r.handed != v.Stage {
-		s.After = queue.Pending // stale: reported as that settle's requeue
-		return s
-	}
+	advanced := r.stage != v.Stage || v.Verdict == queue.Advance && v.Next != v.Stage
 	switch {
 	case r.stage != v.Stage || v.Verdict == queue.Advance:
 		if r.stage == v.Stage {
@@ -211,12 +225,18 @@ func (q *fakeQueue) settle(id int64, r *fakeRow, v queue.Settle, now time.Time) 
 	}
 	r.handed = ""
 	s.After, s.Stage, s.Timeout = r.status, r.stage, r.due
+	s.Outcome = map[queue.Status]queue.Outcome{queue.Done: queue.OutDone, queue.Failed: queue.OutFailed,
+		queue.Paused: queue.OutPaused, queue.Pending: queue.OutReset}[r.status]
+	if advanced {
+		s.Outcome = queue.OutRequeued
+	}
+	r.ended, r.endedAs = v.Pass, s.Outcome
 	return s
 }
 
 // claim moves up to c.Cap pending rows at c.Stage to running, lowest ids
 // first, and appends them to dst.
-func (q *fakeQueue) claim(c queue.StageCap, now time.Time, dst []queue.Claimed) []queue.Claimed {
+func (q *fakeQueue) claim(c queue.StageCap, pass int64, now time.Time, dst []queue.Claimed) []queue.Claimed {
 	var ids []int64
 	for id, r := range q.rows {
 		if r.status == queue.Pending && r.stage == c.Stage {
@@ -226,9 +246,9 @@ func (q *fakeQueue) claim(c queue.StageCap, now time.Time, dst []queue.Claimed) 
 	slices.Sort(ids)
 	for _, id := range ids[:min(len(ids), c.Cap)] {
 		r := q.rows[id]
-		r.status, r.handed, r.since = queue.Running, c.Stage, now
+		r.status, r.handed, r.since, r.pass = queue.Running, c.Stage, now, pass
 		r.attempts++
-		dst = append(dst, queue.Claimed{ID: id, Stage: c.Stage})
+		dst = append(dst, queue.Claimed{ID: id, Stage: c.Stage, Pass: pass})
 	}
 	return dst
 }
@@ -304,8 +324,11 @@ func addCounts[T any](dst *T, src T) {
 
 func (q *fakeQueue) CheckSchema(context.Context) error { return q.check() }
 func (q *fakeQueue) SetFence(int64, []string)          {}
-func (q *fakeQueue) Reset()                            {}
-func (q *fakeQueue) Close()                            {}
+func (q *fakeQueue) NewPassTokens(context.Context) (queue.PassTokens, error) {
+	return queue.PassTokens{}, q.check()
+}
+func (q *fakeQueue) Reset() {}
+func (q *fakeQueue) Close() {}
 func (q *fakeQueue) TableChurn(context.Context, string) (queue.Churn, error) {
 	return queue.Churn{}, q.check()
 }

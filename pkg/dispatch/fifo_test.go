@@ -9,13 +9,13 @@ func TestFifoNeverEmpty(t *testing.T) {
 	var q fifo
 	next, want := int64(0), int64(0)
 	for range 4 {
-		q.push(next)
+		q.push(pass{id: next})
 		next++
 	}
 	for range 100_000 {
-		q.push(next)
+		q.push(pass{id: next})
 		next++
-		if got := q.pop(); got != want {
+		if got := q.pop().id; got != want {
 			t.Fatalf("popped %d, want %d", got, want)
 		}
 		want++

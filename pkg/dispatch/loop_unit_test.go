@@ -84,7 +84,7 @@ func (u *unit) worker(stage string, ids ...int64) *worker {
 	// pid 0: signal sends nothing (a real pid's group would get it).
 	w := &worker{seq: u.seq, pool: p, proc: &process{feed: make(chan []byte, 16)}, idleAt: u.at}
 	for _, id := range ids {
-		w.hand(id, u.at)
+		w.hand(pass{id: id}, u.at)
 	}
 	w.buf = nil
 	p.workers = append(p.workers, w)

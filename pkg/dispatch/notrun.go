@@ -24,23 +24,23 @@ type notRunLog struct {
 
 // notRunAnswer books stage p's answer 75 for message id, with the free
 // text of its status line.
-func (d *Dispatcher) notRunAnswer(p *pool, id int64, text string, now time.Time) {
+func (d *Dispatcher) notRunAnswer(p *pool, h pass, text string, now time.Time) {
 	reason := "stage " + p.cfg.Name + " answered 75: not run, not counted as an attempt"
 	if text != "" {
 		reason += ": " + text
 	}
-	d.notRunBooked(p, id, reason, now)
+	d.notRunBooked(p, h, reason, now)
 }
 
 // notRunExit books the head message id of stage p's worker that exited 75.
-func (d *Dispatcher) notRunExit(p *pool, id int64, now time.Time) {
-	d.notRunBooked(p, id, "stage "+p.cfg.Name+"'s worker exited 75 with it outstanding: not run, not counted as an attempt", now)
+func (d *Dispatcher) notRunExit(p *pool, h pass, now time.Time) {
+	d.notRunBooked(p, h, "stage "+p.cfg.Name+"'s worker exited 75 with it outstanding: not run, not counted as an attempt", now)
 }
 
 // notRunBooked puts message id of stage p back (notRun) with reason,
 // counts it, and logs it unless the stage logged one within notRunLogGap.
-func (d *Dispatcher) notRunBooked(p *pool, id int64, reason string, now time.Time) {
-	v := notRun(id, p.cfg.Name)
+func (d *Dispatcher) notRunBooked(p *pool, h pass, reason string, now time.Time) {
+	v := notRun(h, p.cfg.Name)
 	v.Reason = reason
 	d.plan.verdict(v)
 	d.tally.stage(p.cfg.Name).NotRun++
@@ -50,7 +50,7 @@ func (d *Dispatcher) notRunBooked(p *pool, id int64, reason string, now time.Tim
 	if !l.at.IsZero() && now.Sub(l.at) < notRunLogGap {
 		return
 	}
-	args := []any{"stage", p.cfg.Name, "id", id, "reason", reason, "answers", l.count}
+	args := []any{"stage", p.cfg.Name, "id", h.id, "reason", reason, "answers", l.count}
 	if !l.at.IsZero() {
 		args = append(args, "since", now.Sub(l.at).Round(time.Second))
 	}

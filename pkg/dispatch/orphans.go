@@ -67,7 +67,9 @@ func (d *Dispatcher) held(ids []int64) []int64 {
 	ids = d.plan.held(ids)
 	for _, p := range d.pools {
 		for _, w := range p.workers {
-			ids = append(ids, w.inflight.ids[w.inflight.head:]...)
+			for _, h := range w.inflight.ids[w.inflight.head:] {
+				ids = append(ids, h.id)
+			}
 		}
 	}
 	return ids

@@ -21,23 +21,25 @@ type outage struct {
 // notRunDelay is protocol.NotRunDelay as a duration.
 const notRunDelay = time.Duration(protocol.NotRunDelay * float64(time.Second))
 
-// notRun is the verdict of a message its stage could not run.
-func notRun(id int64, stage string) queue.Settle {
-	return queue.Settle{ID: id, Stage: stage, Verdict: queue.NotRun, Delay: notRunDelay}
+// notRun is the verdict of a pass its stage could not run.
+func notRun(h pass, stage string) queue.Settle {
+	v := h.settle(stage, queue.NotRun)
+	v.Delay = notRunDelay
+	return v
 }
 
 // crashHead books the head message of a crashed worker: failed, unless the
 // database is failing now, or fails the settle that would fail it.
-func (d *Dispatcher) crashHead(p *pool, id int64, pid int, reason string) {
+func (d *Dispatcher) crashHead(p *pool, h pass, pid int, reason string) {
 	if d.outage.failing {
-		d.plan.verdict(notRun(id, p.cfg.Name))
+		d.plan.verdict(notRun(h, p.cfg.Name))
 		return
 	}
 	if d.outage.crashes == nil {
 		d.outage.crashes = make(map[int64]struct{})
 	}
-	d.outage.crashes[id] = struct{}{}
-	d.failedPass(p, id, queue.FailCrash, pid, reason)
+	d.outage.crashes[h.id] = struct{}{}
+	d.failedPass(p, h, queue.FailCrash, pid, reason)
 }
 
 // dbDown notes that a statement failed for want of the database: the

@@ -26,7 +26,7 @@ func TestOutageVerdicts(t *testing.T) {
 		return ""
 	}
 
-	d.crashHead(p, 1, 0, "worker crashed: exit status 3")
+	d.crashHead(p, pass{id: 1}, 0, "worker crashed: exit status 3")
 	if v := verdict(1); v != queue.PassFailed {
 		t.Errorf("a crash with the database up: %s, want %s", v, queue.PassFailed)
 	}
@@ -34,7 +34,7 @@ func TestOutageVerdicts(t *testing.T) {
 	if v := verdict(1); v != queue.NotRun || d.plan.settles[0].Delay != notRunDelay {
 		t.Errorf("after the settle failed: %+v, want NotRun after %v", d.plan.settles[0], notRunDelay)
 	}
-	d.crashHead(p, 2, 0, "worker crashed: exit status 1")
+	d.crashHead(p, pass{id: 2}, 0, "worker crashed: exit status 1")
 	if v := verdict(2); v != queue.NotRun {
 		t.Errorf("a crash while the database fails: %s, want NotRun", v)
 	}
@@ -42,10 +42,10 @@ func TestOutageVerdicts(t *testing.T) {
 	// Up again: a crash whose settle goes out before the next failure.
 	d.dbUp(d.plan.settles)
 	d.plan.settles = nil
-	d.crashHead(p, 3, 0, "worker crashed")
+	d.crashHead(p, pass{id: 3}, 0, "worker crashed")
 	inFlight := d.plan.settles
 	d.plan.settles = nil
-	d.crashHead(p, 4, 0, "worker crashed")
+	d.crashHead(p, pass{id: 4}, 0, "worker crashed")
 	d.dbUp(inFlight) // 3 settled
 	d.dbDown()
 	if v := verdict(4); v != queue.NotRun {
@@ -59,7 +59,7 @@ func TestOutageVerdicts(t *testing.T) {
 	// converted when that settle fails and comes back.
 	d.dbUp(nil)
 	d.plan.settles = nil
-	d.crashHead(p, 5, 0, "worker crashed")
+	d.crashHead(p, pass{id: 5}, 0, "worker crashed")
 	inFlight = d.plan.settles
 	d.plan.settles = nil
 	d.dbDown() // the claim failed first

@@ -196,7 +196,7 @@ func (p *planner) notRunCrashes(crashes map[int64]struct{}) {
 	for i := range p.settles {
 		s := &p.settles[i]
 		if _, ok := crashes[s.ID]; ok && s.Verdict == queue.PassFailed {
-			*s = notRun(s.ID, s.Stage)
+			*s = notRun(pass{s.ID, s.Pass}, s.Stage)
 			delete(crashes, s.ID)
 		}
 	}

@@ -210,12 +210,13 @@ const answerBuf = 4 << 10
 
 // readAnswers parses status lines from the program's stdout and reports
 // them in batches of what is already buffered, then reports the end of
-// stdout. A protocol error ends reading.
+// stdout. A protocol error ends reading. A hello line, as the first line,
+// is reported on its own (evHello).
 func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, answerBuf)
 	var batch []protocol.Status
-	for {
+	for first := true; ; first = false {
 		line, err := readLine(br)
 		if err != nil {
 			if len(batch) > 0 {
@@ -232,6 +233,12 @@ func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
 				events <- event{kind: evProtocol, w: w, err: err}
 			}
 			return
+		}
+		if h, ok := protocol.ParseHello(line); ok && first {
+			if h.Token {
+				events <- event{kind: evHello, w: w}
+			}
+			continue
 		}
 		st, perr := protocol.Parse(line)
 		if perr != nil {

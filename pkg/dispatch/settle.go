@@ -17,6 +17,9 @@ func (d *Dispatcher) startSettle(now time.Time) {
 	if !d.plan.nextSettle(now, d.loopState(), &j.turn) {
 		return
 	}
+	if len(j.turn.Caps) > 0 {
+		j.turn.Pass = d.passes.Next()
+	}
 	j.err = nil
 	l.job = j
 	l.jobs <- j
@@ -50,7 +53,7 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 	for i := range res.Settled {
 		s := &res.Settled[i]
 		d.tally.settled(s)
-		if s.Before == queue.Cancelled {
+		if s.Outcome == queue.OutCancelled {
 			if v := settleOf(t.Settles, s.ID); v != nil {
 				d.tally.cancelled(v)
 			}

@@ -31,6 +31,7 @@ type startStore interface {
 	SetFence(token int64, stages []string)
 	SetFlowKeys(ctx context.Context, stages []string, keys []queue.FlowKey) (changed []string, rows int64, err error)
 	ResetRunning(ctx context.Context, stages ...string) (int64, error)
+	NewPassTokens(ctx context.Context) (queue.PassTokens, error)
 }
 
 // resetter drops the pool's connections, so that the next ones find the

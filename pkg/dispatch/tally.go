@@ -34,22 +34,23 @@ func (t *tally) stage(name string) *queue.StageStats {
 	return s
 }
 
-// settled books what Settle found for one message.
+// settled books the outcome of one settled pass: each pass claimed is
+// booked once (queue.Outcome).
 func (t *tally) settled(s *queue.Settled) {
 	g := &t.global
 	t.dirty = true
-	switch {
-	case s.Changed() && s.After == queue.Pending && s.Stage != s.Handed:
+	switch s.Outcome {
+	case queue.OutRequeued:
 		g.Requeued++
-	case s.Changed() && s.After == queue.Pending:
+	case queue.OutReset:
 		g.Reset++
-	case s.After == queue.Cancelled:
+	case queue.OutCancelled:
 		g.Cancelled++
-	case s.After == queue.Failed:
+	case queue.OutFailed:
 		g.Failed++
-	case s.After == queue.Paused:
+	case queue.OutPaused:
 		g.Paused++
-	case s.After == queue.Done:
+	case queue.OutDone:
 		g.Done++
 	}
 }

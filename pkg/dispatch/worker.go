@@ -1,10 +1,10 @@
 package dispatch
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // eventKind says what an event reports.
@@ -15,6 +15,7 @@ const (
 	evProtocol                  // stdout broke the protocol; reading stopped
 	evEOF                       // stdout closed
 	evExit                      // the process has exited and its output is read
+	evHello                     // its first line asked for pass tokens (protocol.Hello)
 )
 
 // event is what a worker's I/O goroutines report to the loop.
@@ -31,7 +32,7 @@ type worker struct {
 	seq      uint64 // start order, for packing
 	pool     *pool
 	proc     *process
-	inflight fifo      // ids written and not yet answered, in order
+	inflight fifo      // passes written and not yet answered, in order
 	headAt   time.Time // when the current head reached the head
 	idleAt   time.Time // when it last became idle
 	handed   int       // ids handed over its life
@@ -40,7 +41,18 @@ type worker struct {
 	stopping bool      // told to exit; its process counts no more
 	killAt   time.Time // when a stopping worker gets SIGKILL (zero: sent)
 	gone     bool      // its stdout failed or closed: ignore what follows
+	tokens   bool      // it asked for pass tokens (protocol.Hello): ids go out with theirs
 	buf      []byte    // ids handed and not yet written (one write per hand-out)
+}
+
+// pass is a message handed out, and its pass's token (queue.Claimed.Pass).
+type pass struct {
+	id, token int64
+}
+
+// settle is the pass's verdict v at stage.
+func (h pass) settle(stage string, v queue.Verdict) queue.Settle {
+	return queue.Settle{ID: h.id, Pass: h.token, Stage: stage, Verdict: v}
 }
 
 // free is how many more ids the worker may take now: up to QUEUE_LIMIT in
@@ -52,15 +64,19 @@ func (w *worker) free(queueLimit, maxMessages int) int {
 	return min(queueLimit-w.inflight.len(), maxMessages-w.handed)
 }
 
-// hand queues id for the worker; flush writes the ids of a hand-out at once.
-func (w *worker) hand(id int64, now time.Time) {
+// hand queues h for the worker, its id alone or, once the worker asked
+// for tokens, with its pass's; flush writes the ids of a hand-out at once.
+func (w *worker) hand(h pass, now time.Time) {
 	if w.inflight.len() == 0 {
 		w.headAt = now
 	}
-	w.inflight.push(id)
+	w.inflight.push(h)
 	w.handed++
-	w.buf = strconv.AppendInt(w.buf, id, 10)
-	w.buf = append(w.buf, '\n')
+	if w.tokens {
+		w.buf = protocol.AppendIDLine(w.buf, h.id, h.token)
+	} else {
+		w.buf = protocol.AppendIDLine(w.buf, h.id, 0)
+	}
 }
 
 // flush sends the ids handed since the last flush to the writer in one buffer.
@@ -72,33 +88,33 @@ func (w *worker) flush() {
 	w.buf = nil
 }
 
-// fifo is a queue of message ids.
+// fifo is a queue of passes.
 type fifo struct {
-	ids  []int64
+	ids  []pass
 	head int
 }
 
 func (q *fifo) len() int { return len(q.ids) - q.head }
 
-func (q *fifo) push(id int64) {
+func (q *fifo) push(h pass) {
 	if q.head > 0 && (q.head == len(q.ids) || len(q.ids) == cap(q.ids)) {
 		// Reuse the space of what was popped, so that a queue that is
 		// never empty does not grow without end.
 		n := copy(q.ids, q.ids[q.head:])
 		q.ids, q.head = q.ids[:n], 0
 	}
-	q.ids = append(q.ids, id)
+	q.ids = append(q.ids, h)
 }
 
-func (q *fifo) pop() int64 {
-	id := q.ids[q.head]
+func (q *fifo) pop() pass {
+	h := q.ids[q.head]
 	q.head++
-	return id
+	return h
 }
 
-// drain removes and returns every id.
-func (q *fifo) drain() []int64 {
-	ids := append([]int64(nil), q.ids[q.head:]...)
+// drain removes and returns every pass.
+func (q *fifo) drain() []pass {
+	ids := append([]pass(nil), q.ids[q.head:]...)
 	q.ids, q.head = q.ids[:0], 0
 	return ids
 }

@@ -115,9 +115,9 @@ func claimPlans(t testing.TB, conn *pgx.Conn, options string) (custom, generic s
 		}
 		return strings.Join(lines, "\n")
 	}
-	custom = explain("EXPLAIN ("+options+") "+queue.ClaimSQL, benchStages, benchCaps)
+	custom = explain("EXPLAIN ("+options+") "+queue.ClaimSQL, benchStages, benchCaps, int64(1))
 
-	if _, err := conn.Exec(ctx, "PREPARE pepsi_claim(text[], int[]) AS "+queue.ClaimSQL); err != nil {
+	if _, err := conn.Exec(ctx, "PREPARE pepsi_claim(text[], int[], bigint) AS "+queue.ClaimSQL); err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Exec(ctx, "DEALLOCATE pepsi_claim")
@@ -130,7 +130,7 @@ func claimPlans(t testing.TB, conn *pgx.Conn, options string) (custom, generic s
 	for i, c := range benchCaps {
 		caps[i] = fmt.Sprint(c)
 	}
-	generic = explain(fmt.Sprintf("EXPLAIN (%s) EXECUTE pepsi_claim('{%s}', '{%s}')", options,
+	generic = explain(fmt.Sprintf("EXPLAIN (%s) EXECUTE pepsi_claim('{%s}', '{%s}', 1)", options,
 		strings.Join(benchStages, ","), strings.Join(caps, ",")))
 	return custom, generic
 }
@@ -195,7 +195,7 @@ func BenchmarkClaim(b *testing.B) {
 					b.Fatal(err)
 				}
 				t0 := time.Now()
-				rows, err := tx.Query(ctx, queue.ClaimSQL, benchStages, benchCaps)
+				rows, err := tx.Query(ctx, queue.ClaimSQL, benchStages, benchCaps, int64(1))
 				if err != nil {
 					b.Fatal(err)
 				}

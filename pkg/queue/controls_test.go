@@ -377,7 +377,7 @@ func TestPlansMillionScheduled(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"claim", queue.ClaimSQL, []any{[]string{"now"}, []int32{100}}},
+		{"claim", queue.ClaimSQL, []any{[]string{"now"}, []int32{100}, int64(1)}},
 		{"resume, stage set", queue.ResumeSQL, []any{[]string{"now"}}},
 		{"resume, stage set with the scheduled stage", queue.ResumeSQL, []any{[]string{"now", "later"}}},
 		{"resume, every stage", queue.ResumeSQL, []any{[]string(nil)}},

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +40,7 @@ type Claimed struct {
 	Waited   float64 // seconds it was pending before the claim
 	Key      string  // its key at a stage with KEY, when Keyed
 	Keyed    bool    // it has a key there (the message has the KEY header)
+	Pass     int64   // the pass's token (the claim's: Turn.Pass)
 }
 
 // claimSQL takes, for each stage, up to its cap of pending rows in
@@ -59,8 +62,8 @@ type Claimed struct {
 //     sizes the planner cannot know becomes a nested loop comparing every
 //     pair on a database without statistics. scanClaimed matches the two
 //     by id.
-const claimSQL = `
-WITH picked AS (` + claimPickSQL + claimUpdateSQL
+var claimSQL = strings.Replace(`
+WITH picked AS (`+claimPickSQL+claimUpdateSQL, "$PASS", "$3::bigint", 1)
 
 // claimPickSQL is the claim's pick at the stages $1 with caps $2.
 const claimPickSQL = `
@@ -88,7 +91,7 @@ const pausedCap = `CASE WHEN EXISTS (SELECT FROM pepsi.paused_stages x WHERE x.s
 // when the plan was made.
 const claimUpdateSQL = `), upd AS (
     UPDATE pepsi.state_live s
-       SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage
+       SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage, pass = $PASS
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = (SELECT 'pending')
     RETURNING s.id, s.stage, s.priority, s.flow_key
 )
@@ -118,8 +121,8 @@ SELECT id, stage, priority, flow_key, 0 FROM upd`
 // The two are merged in (priority, id) order up to the cap. A message
 // without a key behind more than the window of keyed ones waits until the
 // backlog ahead of it is shorter than the window.
-const claimKeyedSQL = `
-WITH picked AS (` + claimPickSQL + `    UNION ALL
+var claimKeyedSQL = strings.Replace(`
+WITH picked AS (`+claimPickSQL+`    UNION ALL
     SELECT p.ctid, p.id, p.updated_at
       FROM unnest($3::text[], $4::int[], $5::int[], $6::jsonb[]) AS c(stage, cap, lim, held)
      CROSS JOIN LATERAL (
@@ -166,8 +169,8 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
         )
         SELECT u.ctid, u.id, u.updated_at FROM (SELECT * FROM walk UNION SELECT * FROM heads) u
          ORDER BY u.priority, u.id
-         LIMIT ` + pausedCap + `) p -- paused: 0, and the walk is never run
-` + claimUpdateSQL
+         LIMIT `+pausedCap+`) p -- paused: 0, and the walk is never run
+`+claimUpdateSQL, "$PASS", "$7::bigint", 1)
 
 // Claim moves pending rows to running on q, each stage up to its cap, and
 // appends them to dst (in no defined order). q may be a transaction of the
@@ -175,14 +178,23 @@ WITH picked AS (` + claimPickSQL + `    UNION ALL
 // times the claim so); a transient failure is returned, not retried. The
 // dispatcher claims with RunTurn.
 func Claim(ctx context.Context, q Querier, caps []StageCap, dst []Claimed) ([]Claimed, error) {
-	sql, args := claimArgs(caps)
+	pass := claimPasses.Add(1)
+	sql, args := claimArgs(caps, pass)
 	if sql == "" {
 		return dst, nil
 	}
 	rows, err := q.Query(ctx, sql, args...)
-	dst, _, err = scanClaimed(rows, err, dst, nil)
+	dst, _, err = scanClaimed(rows, err, dst, nil, pass)
 	return dst, err
 }
+
+// claimPasses numbers Claim's passes: tokens of their own (the clock's
+// nanoseconds at start, above any dispatcher's, which count from 2^40).
+var claimPasses = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(time.Now().UnixNano())
+	return &n
+}()
 
 // GenericPlans makes the rest of transaction tx run its statements on
 // their generic plans without sequential scans, as the dispatcher runs
@@ -196,7 +208,7 @@ func GenericPlans(ctx context.Context, tx pgx.Tx) error {
 // claimArgs returns the claim statement and its arguments: claimSQL while
 // no stage with a cap has KEY, claimKeyedSQL otherwise; "" when no stage
 // has a cap.
-func claimArgs(caps []StageCap) (string, []any) {
+func claimArgs(caps []StageCap, pass int64) (string, []any) {
 	stages := make([]string, 0, len(caps))
 	limits := make([]int32, 0, len(caps))
 	var keyed, keyCaps, keyLimits []int32
@@ -217,7 +229,7 @@ func claimArgs(caps []StageCap) (string, []any) {
 		return "", nil
 	}
 	if keyed == nil {
-		return claimSQL, []any{stages, limits}
+		return claimSQL, []any{stages, limits, pass}
 	}
 	var keyStages, held []string
 	for _, i := range keyed {
@@ -227,7 +239,7 @@ func claimArgs(caps []StageCap) (string, []any) {
 		keyLimits = append(keyLimits, int32(c.KeyLimit))
 		held = append(held, heldJSON(c.Held))
 	}
-	return claimKeyedSQL, []any{stages, limits, keyStages, keyCaps, keyLimits, held}
+	return claimKeyedSQL, []any{stages, limits, keyStages, keyCaps, keyLimits, held, pass}
 }
 
 // heldJSON writes held as claimKeyedSQL's JSON object, key → count.
@@ -246,10 +258,11 @@ func heldJSON(held []HeldKey) string {
 	return string(append(b, '}'))
 }
 
-// scanClaimed reads claimSQL's rows: the claimed rows are appended to dst
-// and the pick's waits, gathered in waits (scratch space, returned for
-// reuse), are matched to them by id. Both are left sorted by id.
-func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []Claimed, error) {
+// scanClaimed reads claimSQL's rows, claimed with token pass: the claimed
+// rows are appended to dst and the pick's waits, gathered in waits
+// (scratch space, returned for reuse), are matched to them by id. Both are
+// left sorted by id.
+func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed, pass int64) ([]Claimed, []Claimed, error) {
 	if err != nil {
 		return dst, waits, err
 	}
@@ -264,6 +277,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed) ([]Claimed, []C
 		if key != nil {
 			c.Key, c.Keyed = *key, true
 		}
+		c.Pass = pass
 		if c.Stage == "" { // a picked row: its wait (stage names are never empty)
 			waits = append(waits, c)
 			continue
@@ -330,6 +344,7 @@ const notMoved = "stage reported success but did not move the message"
 type Settle struct {
 	ID      int64
 	Stage   string
+	Pass    int64 // the pass's token, as the claim stamped it (Claimed.Pass)
 	Verdict Verdict
 	Reason  string        // for PassFailed, and NotRun when set: the dispatch_error
 	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
@@ -346,6 +361,20 @@ type RetryPolicy struct {
 	Max     time.Duration // the longest delay
 }
 
+// Outcome is how a settle books a pass in the statistics: each pass
+// claimed is booked once, as exactly one of these.
+type Outcome byte
+
+// The outcomes, as pepsi.state.ended_as spells them (sql/023_pass.sql).
+const (
+	OutRequeued  Outcome = 'q' // pending at another stage: it advanced
+	OutReset     Outcome = 'r' // pending at its stage again: not run, or its claim was lost
+	OutPaused    Outcome = 'p' // paused: a retry, a pause, a not-run with a delay
+	OutDone      Outcome = 'd'
+	OutFailed    Outcome = 'f'
+	OutCancelled Outcome = 'c' // a person cancelled it while it ran
+)
+
 // Settled is what a settle found and did for one message.
 type Settled struct {
 	ID      int64
@@ -354,15 +383,18 @@ type Settled struct {
 	Stage   string    // the stage it is at after the settle
 	Handed  string    // the stage it was handed at
 	Timeout time.Time // when a paused row falls due
+	Outcome Outcome   // how the pass is booked
 }
 
-// Changed reports whether the settle wrote the row: it was still running.
-func (s *Settled) Changed() bool { return s.Before == Running }
+// Changed reports whether the settle wrote the row: it was still running
+// this pass.
+func (s *Settled) Changed() bool { return s.Before == Running && s.After != Running }
 
-// settleSQL applies verdicts in one statement. Only rows still running are
-// touched. A row running at another stage than it was handed at advanced
-// and goes back to pending whatever the verdict (its attempts start again
-// at 0). A row running at the same stage:
+// settleSQL applies verdicts in one statement. Each verdict is of one
+// pass, known by its token (pass): only a row still running that pass is
+// written. At another stage than it was handed at, the row advanced and
+// goes back to pending whatever the verdict (its attempts start again at
+// 0). At the same stage:
 //   - ok: the stage answered 0 without moving it: failed, notMoved;
 //   - advance, finish, pause: the move the stage answered is made;
 //   - notrun: it never ran: pending (paused for delay when it is set),
@@ -371,62 +403,74 @@ func (s *Settled) Changed() bool { return s.Before == Running }
 //   - failed: failed with the reason, or paused for delay × 2^(attempts-1)
 //     (at most maxdelay) while retries are left.
 //
-// A running row handed out at another stage than the verdict's is stale:
-// an earlier settle of this verdict committed but its answer was lost
-// (the connection broke at its COMMIT), and the row was requeued and
-// claimed again since. It is left alone and reported as that settle's
-// requeue.
+// Every verdict is booked once (Outcome): the settle writes the outcome it
+// booked and the pass into the row (ended, ended_as), so that a settle
+// sent again after its answer was lost books what its first sending did,
+// even if the row was claimed again since. A pass the stage (or a person)
+// ended first is booked by the row's status, and its row stamped the same
+// way; one a person cancelled was stamped by the cancel. A verdict of a
+// pass the row never ran (its claim was lost in a server crash: claims
+// commit without waiting for their flush) is booked reset, and the row
+// left alone.
 //
-// Rows the stage finished, paused or failed are left alone, but for the
-// stage a paused row was handed at (handed), cleared: until then the
-// resume leaves the row alone, so a short pause is never claimed again
-// before the pass that paused it is settled. cur locks the
-// unfinished rows first, one primary-key lookup of state_live per verdict
-// (the locking subquery is not flattened into a join that could scan the
-// table), and reads them as locked, so that what it reports and
-// decides is their latest committed state even when a stage's commit
-// lands while this runs; only the ids not there (a stage finished them:
-// they moved to another partition) are looked up in the others, and read
-// unlocked. A row moved by a stage's commit while cur waited for its lock
-// fails the statement (SQLSTATE 40001), which RunTurn runs again. Every
-// unfinished row of cur that is running is updated, so
-// the result is upd's rows and cur's others: no join of the two, whose
-// sizes the planner cannot know (it guesses one row and compares every
-// pair). upd finds its rows by primary key from cur, with
+// A row of this pass that the stage paused (or that a person held or
+// released since) is handed out until its pass is settled: the resume
+// leaves it alone, so that a short pause is never claimed again before
+// the pass that paused it is settled. The settle clears handed (unhand:
+// its rows are found by an array of ids, a probe of the primary key each,
+// whatever the planner guesses of cur), and books the pass paused: only
+// the stage's pause leaves a row of its pass live and not running.
+//
+// cur locks the unfinished rows first, one primary-key lookup of
+// state_live per verdict (the locking subquery is not flattened into a
+// join that could scan the table), and reads them as locked, so that what
+// it reports and decides is their latest committed state even when a
+// stage's commit lands while this runs; only the ids not there (a stage
+// finished them: they moved to another partition) are looked up in the
+// others, and read unlocked. A row moved by a stage's commit while cur
+// waited for its lock fails the statement (SQLSTATE 40001), which RunTurn
+// runs again. The result is upd's rows and cur's others: no join of the
+// two, whose sizes the planner cannot know (it guesses one row and
+// compares every pair). upd finds its rows by primary key from cur, with
 // s.id = ANY (ARRAY[x.id]) rather than s.id = x.id: that one can only be a
 // probe of the primary key per row of cur, never a merge or a walk of the
 // whole index in id order, which the planner chooses when statistics say
 // state_live is empty (docs/design.md, "Claim and settle"). upd has no
-// condition of its own on s.status but the partition's
-// (which keeps it to state_live; an UPDATE through pepsi.state moves a row
-// it makes done or failed): cur holds their locks and read their latest
-// version, which is the one upd changes. A condition such as s.status =
-// 'running' lets the planner start from state_running (a few rows, it
-// guesses) and scan cur once per row.
+// condition of its own on s.status but the partition's (which keeps it to
+// state_live; an UPDATE through pepsi.state moves a row it makes done or
+// failed): cur holds their locks and read their latest version, which is
+// the one upd changes. A condition such as s.status = 'running' lets the
+// planner start from state_running (a few rows, it guesses) and scan cur
+// once per row.
 const settleSQL = `
 WITH cur AS (
-    SELECT v.id, v.stage AS handed, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
+    SELECT x.*,
+           CASE WHEN x.advanced OR x.verdict = 'advance' OR x.verdict = 'notrun' AND x.delay = 0 THEN 'pending'
+                WHEN x.verdict = 'finish' THEN 'done'
+                WHEN x.verdict IN ('pause', 'notrun') OR x.retry THEN 'paused'
+                ELSE 'failed' END AS next
+      FROM (
+    SELECT v.id, v.stage AS handed, v.pass, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
            coalesce(l.status, f.status) AS status, coalesce(l.stage, f.stage) AS stage,
            coalesce(l.timeout, f.timeout) AS timeout, l.attempts,
-           coalesce(l.handed <> v.stage, false) AS stale,
+           coalesce(l.pass, f.pass) = v.pass AS mine,
+           CASE WHEN coalesce(l.ended, f.ended) = v.pass AND v.pass <> 0 THEN coalesce(l.ended_as, f.ended_as) END AS booked,
+           l.handed IS NOT NULL AS unhand,
            coalesce(l.stage, f.stage) <> v.stage AS advanced,
            v.verdict = 'failed' AND greatest(l.attempts, 1) <= v.retries AS retry
-      FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[])
-           AS v(id, stage, verdict, reason, retries, delay, maxdelay, target)
+      FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[], $9::bigint[])
+           AS v(id, stage, verdict, reason, retries, delay, maxdelay, target, pass)
       LEFT JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed FROM pepsi.state_live s
+           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed, s.pass, s.ended, s.ended_as FROM pepsi.state_live s
             WHERE s.id = v.id FOR UPDATE) l ON true
       LEFT JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout FROM pepsi.state s
+           SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as FROM pepsi.state s
             WHERE s.id = v.id AND l.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
            OFFSET 0) f ON true -- not flattened: l.status IS NULL gates each partition's probe
-     WHERE l.status IS NOT NULL OR f.status IS NOT NULL
+     WHERE l.status IS NOT NULL OR f.status IS NOT NULL) x
 ), upd AS (
     UPDATE pepsi.state s
-       SET status = CASE WHEN x.advanced OR x.verdict = 'advance' OR x.verdict = 'notrun' AND x.delay = 0 THEN 'pending'
-                         WHEN x.verdict = 'finish' THEN 'done'
-                         WHEN x.verdict IN ('pause', 'notrun') OR x.retry THEN 'paused'
-                         ELSE 'failed' END,
+       SET status = x.next,
            stage = CASE WHEN NOT x.advanced AND x.verdict = 'advance' THEN x.target ELSE s.stage END,
            timeout = CASE WHEN x.advanced THEN s.timeout
                           WHEN x.verdict IN ('pause', 'notrun') THEN now() + make_interval(secs => x.delay)
@@ -443,28 +487,34 @@ WITH cur AS (
                            WHEN (SELECT EXISTS (SELECT FROM pepsi.flow_keys)) -- once a statement
                            THEN ` + FlowKeyAt + `CASE WHEN x.advanced THEN s.stage ELSE x.target END)
                            END,
-           updated_at = now(), handed = NULL
+           updated_at = now(), handed = NULL, ended = x.pass,
+           ended_as = CASE x.next WHEN 'pending' THEN CASE WHEN x.advanced OR x.verdict = 'advance' AND x.target <> x.handed
+                                                           THEN 'q' ELSE 'r' END
+                                  ELSE left(x.next, 1) END::"char"
       FROM cur x
-     WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'running' AND NOT x.stale AND s.status IN ('pending', 'running', 'paused')
-    RETURNING s.id, s.stage, x.handed, s.status, s.timeout
+     WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'running' AND x.mine AND s.status IN ('pending', 'running', 'paused')
+    RETURNING s.id, s.stage, x.handed, s.status, s.timeout, s.ended_as
 ), unhand AS (
-    UPDATE pepsi.state_live s SET handed = NULL
-      FROM cur x
-     WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'paused' AND s.handed IS NOT NULL
+    UPDATE pepsi.state_live s SET handed = NULL, ended = s.pass,
+           ended_as = CASE WHEN s.ended = s.pass THEN s.ended_as ELSE 'p' END
+     WHERE s.id = ANY (ARRAY(SELECT x.id FROM cur x WHERE x.mine AND x.status <> 'running' AND x.unhand))
 )
-SELECT id, 'running', stage, handed, status, timeout FROM upd
+SELECT id, 'running', stage, handed, status, timeout, ended_as FROM upd
 UNION ALL
-SELECT id, status, stage, handed, '', timeout FROM cur WHERE status <> 'running'
-UNION ALL
-SELECT id, 'running', stage, handed, 'pending', timeout FROM cur WHERE status = 'running' AND stale`
+SELECT id, status, stage, handed, status, timeout,
+       coalesce(booked, CASE WHEN NOT mine THEN 'r'
+                             WHEN status IN ('done', 'failed', 'cancelled') THEN left(status, 1)
+                             ELSE 'p' END::"char")
+  FROM cur WHERE NOT (status = 'running' AND mine)`
 
 // settleArgs returns settleSQL's arguments: one array per column.
 func settleArgs(vs []Settle) []any {
 	n := len(vs)
 	ids, stages, verdicts, reasons := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
 	retries, delays, maxes, targets := make([]int32, n), make([]float64, n), make([]float64, n), make([]string, n)
+	passes := make([]int64, n)
 	for i, v := range vs {
-		ids[i], stages[i], verdicts[i], reasons[i] = v.ID, v.Stage, string(v.Verdict), v.Reason
+		ids[i], stages[i], verdicts[i], reasons[i], passes[i] = v.ID, v.Stage, string(v.Verdict), v.Reason, v.Pass
 		retries[i], delays[i], maxes[i] = int32(v.Retry.Retries), v.Retry.Delay.Seconds(), v.Retry.Max.Seconds()
 		switch v.Verdict {
 		case Advance:
@@ -473,7 +523,7 @@ func settleArgs(vs []Settle) []any {
 			delays[i] = v.Delay.Seconds()
 		}
 	}
-	return []any{ids, stages, verdicts, reasons, retries, delays, maxes, targets}
+	return []any{ids, stages, verdicts, reasons, retries, delays, maxes, targets, passes}
 }
 
 // scanSettled reads settleSQL's rows, appended to dst.
@@ -481,15 +531,13 @@ func scanSettled(rows pgx.Rows, dst []Settled) ([]Settled, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var s Settled
-		var status, set string
+		var before, after string
 		var timeout *time.Time
-		if err := rows.Scan(&s.ID, &status, &s.Stage, &s.Handed, &set, &timeout); err != nil {
+		var out byte
+		if err := rows.Scan(&s.ID, &before, &s.Stage, &s.Handed, &after, &timeout, &out); err != nil {
 			return dst, err
 		}
-		s.Before, s.After = Status(status), Status(set)
-		if set == "" {
-			s.After = s.Before
-		}
+		s.Before, s.After, s.Outcome = Status(before), Status(after), Outcome(out)
 		if timeout != nil {
 			s.Timeout = *timeout
 		}

@@ -11,7 +11,21 @@ import (
 )
 
 // settle applies verdicts as the settle lane does: a turn of settles only.
+// settle settles vs, each of its row's current pass when its Pass is 0
+// (the tests that are not about the token).
 func settle(ctx context.Context, db *pgtest.DB, vs []queue.Settle) ([]queue.Settled, error) {
+	for i := range vs {
+		if vs[i].Pass == 0 {
+			if err := db.Pool.QueryRow(ctx, "SELECT coalesce(max(pass), 0) FROM pepsi.state WHERE id = $1", vs[i].ID).Scan(&vs[i].Pass); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return settlePasses(ctx, db, vs)
+}
+
+// settlePasses settles vs as they are.
+func settlePasses(ctx context.Context, db *pgtest.DB, vs []queue.Settle) ([]queue.Settled, error) {
 	var res queue.TurnResult
 	err := db.RunTurn(ctx, queue.Turn{Settles: vs}, &res)
 	return res.Settled, err
@@ -373,27 +387,116 @@ func TestResumePaused(t *testing.T) {
 	}
 }
 
-// TestSettleStale: a verdict for a pass at stage a whose row is running
-// now at b, handed out there (an earlier settle of it committed, its
-// answer lost, and the row was claimed again at b), leaves the row to
-// b's pass and reports the requeue that earlier settle made.
-func TestSettleStale(t *testing.T) {
+// TestSettlePasses: a verdict acts on its own pass only, and books every
+// pass once, however the settle finds the row: the gaps of issue 49, each
+// of which the settle of a message and stage (no token) got wrong.
+func TestSettlePasses(t *testing.T) {
 	t.Parallel()
 	db, _, ctx := newDB(t)
-	id := seed1(t, db, "b", queue.Running)
-	exec(t, db, "UPDATE pepsi.state SET handed = 'b' WHERE id = $1", id)
-	before := getState(t, db, id)
-	got, err := settle(ctx, db, []queue.Settle{{ID: id, Stage: "a", Verdict: queue.PassOK}})
-	if err != nil {
+	claim := func(stage string) queue.Claimed {
+		t.Helper()
+		c, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: stage, Cap: 1}}, nil)
+		if err != nil || len(c) != 1 {
+			t.Fatalf("claim at %s: %v, %v", stage, c, err)
+		}
+		return c[0]
+	}
+	type row struct {
+		Status, Stage string
+		Handed        *string
+		Pass          int64
+	}
+	read := func(id int64) (r row) {
+		t.Helper()
+		if err := db.Pool.QueryRow(ctx, "SELECT status, stage, handed, pass FROM pepsi.state WHERE id = $1", id).
+			Scan(&r.Status, &r.Stage, &r.Handed, &r.Pass); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	one := func(what string, v queue.Settle, want queue.Outcome) queue.Settled {
+		t.Helper()
+		got, err := settlePasses(ctx, db, []queue.Settle{v})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: settled %+v, %v", what, got, err)
+		}
+		if got[0].Outcome != want {
+			t.Errorf("%s: booked %q, want %q (%+v)", what, got[0].Outcome, want, got[0])
+		}
+		return got[0]
+	}
+	retry := queue.RetryPolicy{Retries: 5, Delay: 0, Max: 0}
+
+	// A settle sent again after its answer was lost, once the row was
+	// claimed again at the same stage (a retry that came due): the old
+	// verdict leaves the new pass alone and books what the first sending
+	// did, paused.
+	id := seed1(t, db, "a", queue.Pending)
+	p1 := claim("a")
+	one("first settle", queue.Settle{ID: id, Stage: "a", Pass: p1.Pass, Verdict: queue.PassFailed, Retry: retry}, queue.OutPaused)
+	db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', timeout = NULL WHERE id = $1", id)
+	p2 := claim("a")
+	s := one("the lost answer's settle again", queue.Settle{ID: id, Stage: "a", Pass: p1.Pass, Verdict: queue.PassFailed, Retry: retry}, queue.OutPaused)
+	if r := read(id); r.Status != "running" || r.Pass != p2.Pass || r.Handed == nil || s.Changed() {
+		t.Errorf("the second pass's row after the first's settle again: %+v (changed %v), want running pass %d", r, s.Changed(), p2.Pass)
+	}
+	// Advanced by the first settle and claimed at the next stage: requeued.
+	one("second pass, advance", queue.Settle{ID: id, Stage: "a", Pass: p2.Pass, Verdict: queue.Advance, Next: "b"}, queue.OutRequeued)
+	claim("b")
+	one("the advance's settle again", queue.Settle{ID: id, Stage: "a", Pass: p2.Pass, Verdict: queue.Advance, Next: "b"}, queue.OutRequeued)
+	if r := read(id); r.Status != "running" || r.Stage != "b" {
+		t.Errorf("after the advance's settle again: %+v, want running at b", r)
+	}
+
+	// A claim a server crash lost: the row never ran the pass (it is
+	// pending, its pass an older one). Booked reset, the row left alone.
+	lost := seed1(t, db, "z", queue.Pending)
+	one("a lost claim's pass", queue.Settle{ID: lost, Stage: "z", Pass: 1 << 50, Verdict: queue.NotRun}, queue.OutReset)
+	if r := read(lost); r.Status != "pending" || r.Pass != 0 {
+		t.Errorf("a lost claim's row: %+v, want pending, untouched", r)
+	}
+
+	// Cancelled with --force while it ran, retried and claimed again
+	// before its old pass's verdict came: the verdict leaves the new pass
+	// alone, and the old pass is booked cancelled.
+	c := seed1(t, db, "a", queue.Pending)
+	c1 := claim("a")
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.cancel(ARRAY[$1::bigint], 'alice', true)", c); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Before != queue.Running || got[0].After != queue.Pending || got[0].Stage != "b" || got[0].Handed != "a" {
-		t.Errorf("settled %+v, want reported as requeued from a to b", got)
+	db.Pool.Exec(ctx, "UPDATE pepsi.state SET status = 'pending', error = NULL WHERE id = $1", c)
+	c2 := claim("a")
+	one("the cancelled pass's verdict", queue.Settle{ID: c, Stage: "a", Pass: c1.Pass, Verdict: queue.Finish}, queue.OutCancelled)
+	if r := read(c); r.Status != "running" || r.Pass != c2.Pass {
+		t.Errorf("after the cancelled pass's verdict: %+v, want running pass %d", r, c2.Pass)
 	}
-	if after := getState(t, db, id); !after.same(before) {
-		t.Errorf("the row changed: %+v → %+v", before, after)
+
+	// Held in the moments between its stage's pause and the pass's
+	// settle: the settle gives it back (handed cleared) at once, booked
+	// paused.
+	h := seed1(t, db, "a", queue.Pending)
+	h1 := claim("a")
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.pause($1, interval '0', $2)", h, h1.Pass); err != nil {
+		t.Fatal(err)
 	}
-	if h := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND handed = 'b'", id); h != 1 {
-		t.Error("the row's handed stage changed")
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.hold(ARRAY[$1::bigint])", h); err != nil {
+		t.Fatal(err)
+	}
+	one("the held pass's settle", queue.Settle{ID: h, Stage: "a", Pass: h1.Pass, Verdict: queue.PassOK}, queue.OutPaused)
+	if r := read(h); r.Status != "held" || r.Handed != nil {
+		t.Errorf("held during its pause, after the settle: %+v, want held, handed cleared", r)
+	}
+
+	// Finished by its stage; the settle, then the settle again: done both
+	// times, the row left alone.
+	f := seed1(t, db, "a", queue.Pending)
+	f1 := claim("a")
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.finish($1, $2)", f, f1.Pass); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"finished by its stage", "finished, again"} {
+		if s := one(what, queue.Settle{ID: f, Stage: "a", Pass: f1.Pass, Verdict: queue.PassOK}, queue.OutDone); s.Before != queue.Done || s.After != queue.Done {
+			t.Errorf("%s: %+v", what, s)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // (queue_test), which needs pkg/pgtest and so cannot live in package queue.
 
 // ClaimSQL is the claim statement, for plan tests and benchmarks.
-const ClaimSQL = claimSQL
+var ClaimSQL = claimSQL
 
 // LoadMigrations reads migrations from fsys.
 var LoadMigrations = loadMigrations
@@ -97,7 +97,7 @@ func MigrateFSForTest(ctx context.Context, conn *pgx.Conn, extra fstest.MapFS, o
 const FenceSQL = fenceSQL
 
 // ClaimKeyedSQL is the claim statement with keyed stages, for plan tests.
-const ClaimKeyedSQL = claimKeyedSQL
+var ClaimKeyedSQL = claimKeyedSQL
 
 // LocalSQL is the statement that sets a turn's transaction's settings.
 var LocalSQL = localSQL

@@ -142,10 +142,10 @@ func TestClaimPlannedOnSmallQueue(t *testing.T) {
 		name, sql, params, args string
 		claimed                 int
 	}{
-		{"keyless", queue.ClaimSQL, "text[], int[]", `('{s1}', '{2}')`, 2},
+		{"keyless", queue.ClaimSQL, "text[], int[], bigint", `('{s1}', '{2}', 1)`, 2},
 		// Every key held but one slot of c3: the claim takes c3's next message.
-		{"keyed", queue.ClaimKeyedSQL, "text[], int[], text[], int[], int[], jsonb[]",
-			`('{}', '{}', '{s1}', '{8}', '{4}', ARRAY['{"c0":4,"c1":4,"c2":4,"c3":3,"c4":4,"c5":4,"c6":4,"c7":4}'::jsonb])`, 1},
+		{"keyed", queue.ClaimKeyedSQL, "text[], int[], text[], int[], int[], jsonb[], bigint",
+			`('{}', '{}', '{s1}', '{8}', '{4}', ARRAY['{"c0":4,"c1":4,"c2":4,"c3":3,"c4":4,"c5":4,"c6":4,"c7":4}'::jsonb], 1)`, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -34,6 +34,10 @@ type Turn struct {
 	// before it is admitted, and claimed if there is room).
 	Admit bool
 	Caps  []StageCap
+	// Pass is the token the claim stamps on the passes it hands out
+	// (pepsi.state.pass, sql/023_pass.sql): one no other claim has used
+	// (PassTokens).
+	Pass int64
 }
 
 // Arm is what a Turn writes to the wake flag (pepsi.wake.armed): whether
@@ -155,7 +159,7 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 // RunTurn sends t as one batch (one transaction, after the fence: see
 // SetFence) and fills res.
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
-	claimStmt, claim := claimArgs(t.Caps)
+	claimStmt, claim := claimArgs(t.Caps, t.Pass)
 	hasClaim := claimStmt != ""
 	local := localSQL(hasClaim, len(t.Settles) > 0 || hasClaim, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
 	var settle, history []any
@@ -173,7 +177,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	}
 	r := turnReaders.Get().(*turnReader)
 	defer r.release()
-	r.res = res
+	r.res, r.pass = res, t.Pass
 	return Retry(ctx, func() error {
 		res.reset()
 		// Each statement is queued with the read of its result, which
@@ -233,6 +237,7 @@ func (res *TurnResult) reset() {
 // be an allocation per turn).
 type turnReader struct {
 	res                        *TurnResult
+	pass                       int64 // the claim's token
 	b                          pgx.Batch
 	resumed, horizon, admitted func(pgx.Row) error
 	settled, claimed           func(pgx.Rows) error
@@ -291,6 +296,6 @@ func (r *turnReader) readSettled(rows pgx.Rows) (err error) {
 }
 
 func (r *turnReader) readClaimed(rows pgx.Rows) (err error) {
-	r.res.Claimed, r.res.waits, err = scanClaimed(rows, nil, r.res.Claimed, r.res.waits[:0])
+	r.res.Claimed, r.res.waits, err = scanClaimed(rows, nil, r.res.Claimed, r.res.waits[:0], r.pass)
 	return err
 }

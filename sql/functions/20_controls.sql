@@ -77,7 +77,9 @@ END $$;
 -- dispatcher counts the pass cancelled), since the dispatcher's settle
 -- leaves alone a row that is no longer running, and a stage's own
 -- move (pepsi.advance, finish, pause, fail: guarded by status = 'running')
--- is refused, which rolls back the work of its transaction. It wakes the
+-- is refused, which rolls back the work of its transaction. The pass is
+-- booked cancelled (ended_as 'c', sql/023_pass.sql), whatever comes of a
+-- settle of it, and whether the message is retried first. It wakes the
 -- dispatchers: a cancelled message may have held back its key's next one.
 -- P_BY takes at most 255 bytes (pepsi.check_text).
 CREATE OR REPLACE FUNCTION pepsi.cancel(p_ids bigint[], p_by text DEFAULT session_user, p_running boolean DEFAULT false)
@@ -87,7 +89,9 @@ DECLARE
 BEGIN
     PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
     UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
-                           timeout = NULL, updated_at = now()
+                           timeout = NULL, updated_at = now(),
+                           ended = CASE WHEN status = 'running' THEN pass ELSE ended END,
+                           ended_as = CASE WHEN status = 'running' THEN 'c' ELSE ended_as END
      WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
     GET DIAGNOSTICS v_n = ROW_COUNT;
     IF v_n > 0 THEN

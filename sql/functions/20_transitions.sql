@@ -1,37 +1,44 @@
 -- The transitions a stage program makes from SQL (the SQL API), each
--- guarded by status = 'running'. A message that is not running raises
--- 55000 (object_not_in_prerequisite_state); a bad argument 22023.
+-- guarded by status = 'running' and, when the stage passes the pass token
+-- it was handed (p_pass, see sql/023_pass.sql), by the row's pass being
+-- that one: a move of a pass the dispatcher has given up (timed out,
+-- settled, claimed again since) is refused. A message that is not running
+-- (that pass) raises 55000 (object_not_in_prerequisite_state); a bad
+-- argument 22023. Without p_pass a move is fenced by the status alone.
 --
 -- A running row belongs to the dispatcher that handed it out (handed),
 -- even after pepsi.advance() moved it into another set's stage: the
 -- dispatcher settles the pass and requeues it there.
-CREATE OR REPLACE FUNCTION pepsi.advance(p_id bigint, p_stage text) RETURNS void
+DROP FUNCTION IF EXISTS pepsi.advance(bigint, text);
+CREATE OR REPLACE FUNCTION pepsi.advance(p_id bigint, p_stage text, p_pass bigint DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF pepsi.stage_ok(p_stage) IS NOT TRUE THEN
         PERFORM pepsi.check_stage('pepsi.advance', p_stage);
     END IF;
     UPDATE pepsi.state SET stage = p_stage, updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.advance: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.advance', p_id, p_pass);
     END IF;
 END $$;
 
-CREATE OR REPLACE FUNCTION pepsi.finish(p_id bigint) RETURNS void
+DROP FUNCTION IF EXISTS pepsi.finish(bigint);
+CREATE OR REPLACE FUNCTION pepsi.finish(p_id bigint, p_pass bigint DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE pepsi.state SET status = 'done', updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.finish: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.finish', p_id, p_pass);
     END IF;
 END $$;
 
 -- pepsi.pause() refuses a NULL or negative delay (it spun the message at
 -- once, pass after pass), and one that ends after the year 9999
 -- (pepsi.check_time).
-CREATE OR REPLACE FUNCTION pepsi.pause(p_id bigint, p_delay interval) RETURNS void
+DROP FUNCTION IF EXISTS pepsi.pause(bigint, interval);
+CREATE OR REPLACE FUNCTION pepsi.pause(p_id bigint, p_delay interval, p_pass bigint DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF p_delay IS NULL OR p_delay < interval '0' THEN
@@ -42,9 +49,9 @@ BEGIN
         PERFORM pepsi.check_time('pepsi.pause', 'p_delay', NULL, p_delay);
     END IF;
     UPDATE pepsi.state SET status = 'paused', timeout = now() + p_delay, updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.pause: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.pause', p_id, p_pass);
     END IF;
 END $$;
 
@@ -52,15 +59,27 @@ END $$;
 -- says how many bytes it cut ("… [cut N bytes]", as the dispatcher cuts a
 -- stage's long stderr line): a stage's fail must not itself fail for the
 -- length of its reason, and every view of the queue reads the reason.
-CREATE OR REPLACE FUNCTION pepsi.fail(p_id bigint, p_reason text) RETURNS void
+DROP FUNCTION IF EXISTS pepsi.fail(bigint, text);
+CREATE OR REPLACE FUNCTION pepsi.fail(p_id bigint, p_reason text, p_pass bigint DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF octet_length(p_reason) > 8192 THEN
         p_reason := pepsi.cut_reason(p_reason);
     END IF;
     UPDATE pepsi.state SET status = 'failed', error = p_reason, updated_at = now()
-     WHERE id = p_id AND status = 'running';
+     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pepsi.fail: message % is not running', p_id USING ERRCODE = '55000';
+        PERFORM pepsi.not_running('pepsi.fail', p_id, p_pass);
     END IF;
+END $$;
+
+-- pepsi.not_running raises the error of a move refused: the message is not
+-- running, or (p_pass given) is running another pass than p_pass.
+CREATE OR REPLACE FUNCTION pepsi.not_running(p_fn text, p_id bigint, p_pass bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_pass IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live WHERE id = p_id AND status = 'running') THEN
+        RAISE EXCEPTION '%: message % is not running pass %: that pass is over', p_fn, p_id, p_pass USING ERRCODE = '55000';
+    END IF;
+    RAISE EXCEPTION '%: message % is not running', p_fn, p_id USING ERRCODE = '55000';
 END $$;
