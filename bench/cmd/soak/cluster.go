@@ -81,6 +81,9 @@ func newCluster(dir string, port, standbyPort int, keep bool, logf func(string, 
 # bench/cmd/soak: a synchronous streaming standby; node settings in soak-node.conf
 synchronous_commit = on
 wal_keep_size = 1GB
+# A standby whose primary restarted streams again at once (5 s by default,
+# in which the primary's commits wait).
+wal_retrieve_retry_interval = 100ms
 include_if_exists = 'soak-node.conf'
 `
 	f, err := os.OpenFile(filepath.Join(c.nodes[0].data(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)

@@ -178,7 +178,8 @@ func (s *soak) createDB() error {
 	_, err = s.conn.Exec(s.ctx, `
 		CREATE TABLE test_passes (id bigint, stage text, pid int, at timestamptz DEFAULT clock_timestamp());
 		CREATE TABLE test_workers (pid int, stage text, args text, config text);
-		CREATE TABLE soak_inflight (id bigint PRIMARY KEY)`)
+		CREATE TABLE soak_inflight (id bigint PRIMARY KEY);
+		CREATE TABLE soak_faults (n int, kind text, at timestamptz DEFAULT clock_timestamp())`)
 	return err
 }
 
@@ -336,6 +337,7 @@ func (s *soak) drive() bool {
 			k++
 			next += step
 			s.logf("fault %d: %s (%d ended)", k, kind, ended)
+			s.exec("INSERT INTO soak_faults (n, kind) VALUES ($1, $2)", k, kind)
 			if err := s.inject(kind); err != nil {
 				s.note("fault %s: %v", kind, err)
 			}

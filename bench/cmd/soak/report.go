@@ -110,11 +110,26 @@ func (s *soak) report(wall time.Duration, stalled bool) (int, error) {
 	if failed > 0 {
 		s.failureSummary()
 	}
+	if twice > 0 {
+		fmt.Println("\nmoved twice (the first 20):")
+		fmt.Println(s.text(movedTwiceSQL))
+	}
 	if lost > 0 || running > 0 || unexplained > 0 || twiceOutside > 0 || noState > 0 || !exact || stalled {
 		return 1, nil
 	}
 	return 0, nil
 }
+
+// movedTwiceSQL describes the first 20 messages moved twice at a stage:
+// their passes, and the fault injected last before the last of them.
+const movedTwiceSQL = `
+WITH d AS (SELECT id, stage, count(*) AS n, min(at) AS first, max(at) AS last, string_agg(pid::text, ',' ORDER BY at) AS pids
+             FROM test_passes GROUP BY id, stage HAVING count(*) > 1 ORDER BY id LIMIT 20)
+SELECT coalesce(string_agg(format('  message %s at %s: %s passes (pids %s) %s apart, the last %s after fault %s%s',
+           d.id, d.stage, d.n, d.pids, d.last - d.first, d.last - f.at, coalesce(f.n || ' (' || f.kind || ')', 'none'),
+           CASE WHEN i.id IS NULL THEN '' ELSE '; in flight at a fault' END), E'\n' ORDER BY d.id), '')
+  FROM d LEFT JOIN LATERAL (SELECT n, kind, at FROM soak_faults f WHERE f.at <= d.last ORDER BY f.at DESC LIMIT 1) f ON true
+         LEFT JOIN soak_inflight i ON i.id = d.id`
 
 func yesNo(b bool) string {
 	if b {
