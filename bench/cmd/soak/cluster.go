@@ -49,6 +49,8 @@ type cluster struct {
 	primary  int // index of the node that takes writes
 	keep     bool
 	logf     func(string, ...any)
+
+	promotions, standbys []time.Duration // how long each took
 }
 
 // newCluster takes over the running server in dir (started by
@@ -218,7 +220,9 @@ func (c *cluster) makeStandby(n *node) error {
 	if err != nil {
 		return fmt.Errorf("%s a synchronous standby of %s: %v", n.name, p.name, err)
 	}
-	c.logf("%s is a synchronous standby of %s (made in %v)", n.name, p.name, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	c.standbys = append(c.standbys, took)
+	c.logf("%s is a synchronous standby of %s (made in %v)", n.name, p.name, took.Round(time.Millisecond))
 	return nil
 }
 
@@ -268,24 +272,25 @@ func (c *cluster) restart(mode string) error {
 
 // failover crashes the primary (an immediate stop), promotes the standby
 // and, once the new primary takes writes on its own, makes the old one
-// its standby again; it returns how long the promotion took.
-func (c *cluster) failover() (time.Duration, error) {
+// its standby again.
+func (c *cluster) failover() error {
 	old, next := c.current(), c.other()
 	if err := c.stop(old, "immediate"); err != nil {
-		return 0, err
+		return err
 	}
 	start := time.Now()
 	if err := c.run(2*time.Minute, "pg_ctl", "promote", "-D", next.data(), "-w", "-t", "60"); err != nil {
-		return 0, err
+		return err
 	}
 	c.primary = 1 - c.primary
 	// Alone, it must not wait for a standby.
 	if err := c.asPrimary(next, ""); err != nil {
-		return 0, err
+		return err
 	}
 	promoted := time.Since(start)
+	c.promotions = append(c.promotions, promoted)
 	c.logf("%s promoted in %v; making %s its standby", next.name, promoted.Round(time.Millisecond), old.name)
-	return promoted, c.makeStandby(old)
+	return c.makeStandby(old)
 }
 
 // close stops the standby node (soak_b; pg-local stops soak_a) and,
@@ -302,4 +307,17 @@ func (c *cluster) close() {
 		}
 	}
 	_ = os.RemoveAll(b.dir)
+}
+
+// summary says where the pair ended and how long its failovers took.
+func (c *cluster) summary() string {
+	longest := func(ds []time.Duration) time.Duration {
+		var m time.Duration
+		for _, d := range ds {
+			m = max(m, d)
+		}
+		return m.Round(time.Millisecond)
+	}
+	return fmt.Sprintf("%s the primary, %s its synchronous standby; %d promotions (the longest %v), %d standbys made (the longest %v)",
+		c.current().name, c.other().name, len(c.promotions), longest(c.promotions), len(c.standbys), longest(c.standbys))
 }

@@ -116,7 +116,7 @@ func (s *soak) inject(kind string) error {
 
 	case failover:
 		s.markInflight()
-		_, err := s.cluster.failover()
+		err := s.cluster.failover()
 		s.reconnect()
 		return err
 

@@ -70,6 +70,10 @@ func (s *soak) report(wall time.Duration, stalled bool) (int, error) {
 	fmt.Fprintf(w, "(seen by the dispatchers: timeouts\t%d, crashes %d, workers started %d, left running by killed dispatchers %d)\n",
 		timeouts, crashes, workers, s.orphans)
 
+	if s.cluster != nil {
+		fmt.Fprintf(w, "(the private cluster: %s)\n", s.cluster.summary())
+	}
+
 	fmt.Fprintf(w, "\nmessages by status\t\n")
 	for _, st := range statuses {
 		fmt.Fprintf(w, "%s\t%d\n", st, byStatus[st])
