@@ -160,26 +160,21 @@ func TestPoolCapacity(t *testing.T) {
 }
 
 func TestTallySettled(t *testing.T) {
-	run := func(before, after queue.Status, stage string) queue.Settled {
-		return queue.Settled{ID: 1, Before: before, After: after, Stage: stage, Handed: "a"}
-	}
 	for _, c := range []struct {
 		name string
-		s    queue.Settled
+		out  queue.Outcome
 		want queue.DispatchStats
 	}{
-		{"advanced by the stage: requeued", run(queue.Running, queue.Pending, "b"), queue.DispatchStats{Requeued: 1}},
-		{"not run: reset", run(queue.Running, queue.Pending, "a"), queue.DispatchStats{Reset: 1}},
-		{"failed by the dispatcher", run(queue.Running, queue.Failed, "a"), queue.DispatchStats{Failed: 1}},
-		{"paused for a retry", run(queue.Running, queue.Paused, "a"), queue.DispatchStats{Paused: 1}},
-		{"finished on the status line", run(queue.Running, queue.Done, "a"), queue.DispatchStats{Done: 1}},
-		{"finished by the stage", run(queue.Done, queue.Done, "a"), queue.DispatchStats{Done: 1}},
-		{"failed by the stage", run(queue.Failed, queue.Failed, "a"), queue.DispatchStats{Failed: 1}},
-		{"paused by the stage", run(queue.Paused, queue.Paused, "a"), queue.DispatchStats{Paused: 1}},
-		{"pending by hand: not ours to count", run(queue.Pending, queue.Pending, "b"), queue.DispatchStats{}},
+		{"advanced: requeued", queue.OutRequeued, queue.DispatchStats{Requeued: 1}},
+		{"not run: reset", queue.OutReset, queue.DispatchStats{Reset: 1}},
+		{"failed", queue.OutFailed, queue.DispatchStats{Failed: 1}},
+		{"paused", queue.OutPaused, queue.DispatchStats{Paused: 1}},
+		{"done", queue.OutDone, queue.DispatchStats{Done: 1}},
+		{"cancelled", queue.OutCancelled, queue.DispatchStats{Cancelled: 1}},
+		{"nothing to book", 0, queue.DispatchStats{}},
 	} {
 		var tl tally
-		tl.settled(&c.s)
+		tl.settled(&queue.Settled{ID: 1, Outcome: c.out})
 		if tl.global != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, tl.global, c.want)
 		}
@@ -428,10 +423,10 @@ func TestFinishSettle(t *testing.T) {
 	j := u.sent(&u.settler)
 	due := u.at.Add(time.Minute)
 	j.res.Settled = []queue.Settled{
-		{ID: 1, Before: queue.Running, After: queue.Pending, Stage: "b", Handed: "a"},
-		{ID: 2, Before: queue.Running, After: queue.Paused, Stage: "a", Handed: "a", Timeout: due},
-		{ID: 3, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "a"},
-		{ID: 4, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "b"},
+		{ID: 1, Before: queue.Running, After: queue.Pending, Stage: "b", Handed: "a", Outcome: queue.OutRequeued},
+		{ID: 2, Before: queue.Running, After: queue.Paused, Stage: "a", Handed: "a", Timeout: due, Outcome: queue.OutPaused},
+		{ID: 3, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "a", Outcome: queue.OutRequeued},
+		{ID: 4, Before: queue.Running, After: queue.Pending, Stage: "nowhere", Handed: "b", Outcome: queue.OutRequeued},
 	}
 	u.plan.byName["b"].more = false
 	u.finishJob(j, u.at)

@@ -25,9 +25,10 @@ type Hello struct {
 }
 
 // ParseHello reports whether line is a hello line ("hello" and the
-// features asked for, blank-separated; features it does not know are
-// ignored, so that a newer worker can talk to an older dispatcher), and
-// what it asks for. A status line begins with its code, a digit: it is
+// features asked for, blank-separated), and what it asks for. A line with
+// a word this dispatcher does not know is not one (it is then a status
+// line, and a protocol error): a worker asks only for what the version in
+// EnvProtocol offers. A status line begins with its code, a digit: it is
 // never a hello line.
 func ParseHello(line []byte) (Hello, bool) {
 	fields := bytes.Fields(line)
@@ -36,9 +37,10 @@ func ParseHello(line []byte) (Hello, bool) {
 	}
 	var h Hello
 	for _, f := range fields[1:] {
-		if string(f) == "token" {
-			h.Token = true
+		if string(f) != "token" {
+			return Hello{}, false
 		}
+		h.Token = true
 	}
 	return h, true
 }

@@ -26,7 +26,7 @@ func TestParseHello(t *testing.T) {
 	for _, c := range []struct {
 		line      string
 		hello, tk bool
-	}{{"hello token", true, true}, {"hello", true, false}, {"hello  token later", true, true}, {"0", false, false}, {"0 # hello", false, false}} {
+	}{{"hello token", true, true}, {"hello", true, false}, {"hello  token", true, true}, {"hello world", false, false}, {"hello token later", false, false}, {"0", false, false}, {"0 # hello", false, false}} {
 		h, ok := ParseHello([]byte(c.line))
 		if ok != c.hello || h.Token != c.tk {
 			t.Errorf("ParseHello(%q) = %+v, %v", c.line, h, ok)
