@@ -652,8 +652,7 @@ CREATE TABLE pepsi.history (
     kind text NOT NULL,
     reason text NOT NULL,
     pid integer,
-    host text,
-    CONSTRAINT history_kind_check CHECK ((kind = ANY (ARRAY['answer'::text, 'crash'::text, 'timeout'::text, 'protocol'::text])))
+    host text
 );
 
 -- SEQUENCE message_id_seq
@@ -952,6 +951,10 @@ ALTER TABLE ONLY pepsi.dispatch_stats
 -- CONSTRAINT flow_keys flow_keys_pkey
 ALTER TABLE ONLY pepsi.flow_keys
     ADD CONSTRAINT flow_keys_pkey PRIMARY KEY (stage);
+
+-- CHECK CONSTRAINT history history_kind_check
+ALTER TABLE pepsi.history
+    ADD CONSTRAINT history_kind_check CHECK ((kind = ANY (ARRAY['answer'::text, 'crash'::text, 'timeout'::text, 'protocol'::text, 'fail'::text]))) NOT VALID;
 
 -- CONSTRAINT history history_pkey
 ALTER TABLE ONLY pepsi.history

@@ -144,7 +144,8 @@ SELECT count(*) FROM pepsi.state
    AND ($4::text = '' OR ` + reasonSQL + ` = $4)`
 
 	// redriveSQL puts rows back to pending with a clean slate: no timeout,
-	// no attempts, no errors (list them first to keep them), and the new
+	// no attempts, no errors (keepReasonsSQL, run first, keeps them in
+	// the message's history), and the new
 	// priority if one is given. Running rows only at stages no dispatcher
 	// owns. A finished row whose deduplication key another unfinished
 	// message holds meanwhile (or a lower id of the same batch takes back)
@@ -174,7 +175,8 @@ UPDATE pepsi.state s
 
 // Redrive puts failed, paused, done or (while no dispatcher runs) running
 // messages back to pending, optionally at another stage, clears their
-// timeout, attempts and errors, and wakes the dispatcher. By id, a message
+// timeout, attempts and errors (the reasons pepsi.history does not hold
+// are written to it first: keepReasonsSQL), and wakes the dispatcher. By id, a message
 // that is already pending is left alone and counted in Pending; a missing
 // id is a *NotFoundError and nothing is changed.
 func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
@@ -192,6 +194,9 @@ func (db *DB) Redrive(ctx context.Context, p RedriveParams) (Repair, error) {
 		return db.count(ctx, sel)
 	}
 	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
+		if _, err := tx.Exec(ctx, keepReasonsSQL, ids, statusText(redrivable)); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(redrivable), p.Priority); err != nil {
 			return err
 		}
@@ -252,6 +257,9 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 				allowed = []queue.Status{queue.Failed, queue.Cancelled, queue.Paused, queue.Done}
 				res.Held = running
 			}
+		}
+		if _, err := tx.Exec(ctx, keepReasonsSQL, ids, statusText(allowed)); err != nil {
+			return err
 		}
 		tag, err := tx.Exec(ctx, redriveSQL, ids, p.ToStage, statusText(allowed), p.Priority)
 		if err != nil {

@@ -59,3 +59,25 @@ func TestQueueShowHistory(t *testing.T) {
 		t.Errorf("a message that never failed:\n%s", r.stdout)
 	}
 }
+
+// TestQueueRetryKeepsFailReason: pepsi queue retry of a message its stage
+// failed with pepsi.fail() clears its error, and pepsi queue show still
+// says why it failed: a pass of kind fail with the reason.
+func TestQueueRetryKeepsFailReason(t *testing.T) {
+	db, dsn := pgtest.New(t)
+	env(t, dsn, "")
+	id := seedQueue(t, db, "parse", queue.Pending, 1)[0]
+	sqlExec(t, db, "UPDATE pepsi.state SET status = 'running', attempts = 1, handed = stage WHERE id = $1", id)
+	sqlExec(t, db, "SELECT pepsi.fail($1, 'no such customer: 42')", id)
+	pepsi(t, "", "queue", "retry", strconv.FormatInt(id, 10)).wantCode(t, 0)
+	if _, st := stateOf(t, db, id); st != queue.Pending {
+		t.Fatalf("retried message is %s", st)
+	}
+	r := pepsi(t, "", "queue", "show", strconv.FormatInt(id, 10))
+	r.wantCode(t, 0)
+	for _, want := range []string{"error           -\n", "failed passes   1\n", " parse attempt 1 fail: no such customer: 42\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

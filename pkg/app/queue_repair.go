@@ -18,8 +18,9 @@ func queueRetryCommand() *cli.Command {
 		UsageText: "pepsi queue retry [--to-stage NAME] [--priority N] ID...\n" +
 			"pepsi queue retry --status failed|paused|done|running [--stage NAME] [--to-stage NAME] [--priority N]",
 		Description: "Redrives messages: each goes back to pending (at --to-stage, if given)\n" +
-			"with its timeout, attempts and errors cleared, and a running dispatcher is\n" +
-			"woken. By ID, every ID must exist or nothing changes; messages already\n" +
+			"with its timeout, attempts and errors cleared (a stage's pepsi.fail reason,\n" +
+			"or a dispatch_error its history lacks, is kept in its history first), and a\n" +
+			"running dispatcher is woken. By ID, every ID must exist or nothing changes; messages already\n" +
 			"pending are left alone. Running messages are left alone while a\n" +
 			"dispatcher runs (it holds them; exit 1). Prints how many were retried.",
 		Flags: []cli.Flag{

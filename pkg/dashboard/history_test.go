@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"html"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,5 +118,32 @@ func TestMessageHistory(t *testing.T) {
 	body = html.UnescapeString(s.get("/messages/"+strconv.FormatInt(ids[2], 10), http.StatusOK, req{}))
 	if !strings.Contains(body, "the failed passes before pass 7 are not kept") || !strings.Contains(body, ">timeout</span>") {
 		t.Errorf("a history that lost its first passes:\n%s", body)
+	}
+}
+
+// TestRetryKeepsFailReason: a message its stage failed with pepsi.fail()
+// and retried from the dashboard keeps the reason: its page's timeline
+// shows it as a pass of kind fail, though its error is cleared.
+func TestRetryKeepsFailReason(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}})
+	id := s.enqueue("a", 1, []byte("x"))[0]
+	s.exec(`UPDATE pepsi.state SET status = 'running', attempts = 1, handed = stage WHERE id = $1`, id)
+	s.exec(`SELECT pepsi.fail($1, 'the <order> is void')`, id)
+	if r := s.do("POST", "/retry", url.Values{"id": {itoa(id)}, "confirm": {"yes"}}, alice); r.code != http.StatusOK {
+		t.Fatalf("retry: %d\n%s", r.code, r.body)
+	}
+	wantStates(t, "retried", s.states([]int64{id}), cleared("a"))
+	body := s.get("/messages/"+itoa(id), http.StatusOK, alice)
+	i, j := strings.Index(body, `<ol class="timeline">`), strings.Index(body, "</ol>")
+	if i < 0 || j < i {
+		t.Fatalf("no timeline:\n%s", body)
+	}
+	tl := html.UnescapeString(body[i:j])
+	for _, w := range []string{"failed pass 1 at <b>a</b>, attempt 1:", `title="the stage failed it with pepsi.fail(): kept when a retry cleared its error">fail</span>`,
+		`<pre class="error">the <order> is void</pre>`, "now pending at <b>a</b>"} {
+		if !strings.Contains(tl, w) {
+			t.Errorf("the timeline lacks %q:\n%s", w, tl)
+		}
 	}
 }
