@@ -89,6 +89,17 @@ func (db *DB) PausedStages(ctx context.Context) ([]StagePause, error) {
 	})
 }
 
+// PausedArrivals counts, per paused stage, the messages that reached it
+// pending after its pause began: admitted, advanced to it, released or
+// resumed there since (pending since then: pepsi.state_pending's
+// updated_at), or enqueued since and not admitted yet.
+func (db *DB) PausedArrivals(ctx context.Context) (map[string]int64, error) {
+	return db.perStage(ctx, `SELECT p.stage,
+		(SELECT count(*) FROM pepsi.state_live s WHERE s.stage = p.stage AND s.status = 'pending' AND s.updated_at > p.paused_at)
+		+ (SELECT count(*) FROM pepsi.ingress i WHERE i.stage = p.stage AND i.created_at > p.paused_at)
+		  FROM pepsi.paused_stages p`)
+}
+
 // StageSeen reports whether the database knows stage: it has unfinished
 // messages (or ones enqueued and not admitted yet), statistics (a
 // dispatcher ran it, perhaps another host's stage set), or a pause. With

@@ -32,6 +32,15 @@ const (
 	// unenqueued without a warning, at least: the janitor role changes
 	// hands at a dispatcher's heartbeat (POLL_INTERVAL).
 	ScheduleLate = time.Minute
+	// PausedLong is how long a stage may be paused (pepsi queue pause)
+	// before pepsi doctor warns of it, by default: longer than a deploy or
+	// a repair takes, so a pause that was forgotten. Nothing ends a pause
+	// by itself, as nothing releases mail on hold in Postfix.
+	PausedLong = time.Hour
+	// PausedPileUp is how many messages may reach a paused stage after its
+	// pause began before pepsi doctor warns of it, by default: they wait,
+	// pending, and more come.
+	PausedPileUp = 1000
 )
 
 // HealthConfig is what of the configuration the health model reads.
@@ -43,6 +52,10 @@ type HealthConfig struct {
 	// Also are more stages whose owner to read (the dashboard lists the
 	// stages with statistics too).
 	Also []string
+	// PausedLong and PausedPileUp are the pause judgement's thresholds
+	// (PausedStates); 0 for the defaults of the same names.
+	PausedLong   time.Duration
+	PausedPileUp int64
 }
 
 // HealthConfigOf returns what cfg tells the health model.
@@ -64,6 +77,9 @@ type Health struct {
 	// Paused are the paused stages (pepsi queue pause), by name: handed no
 	// new message.
 	Paused []StagePause
+	// Arrived are, per paused stage, the messages that reached it pending
+	// since its pause began (PausedArrivals).
+	Arrived map[string]int64
 	// NotRun are the stages whose recent answers were mostly 75 (not run,
 	// queue.NotRunAnswers.MostlyNotRun): their messages come back every
 	// second with no attempt counted.
@@ -98,6 +114,11 @@ func (db *DB) HealthOf(ctx context.Context, hc HealthConfig, live []StageCount, 
 	}
 	if h.Paused, err = db.PausedStages(ctx); err != nil {
 		return nil, err
+	}
+	if len(h.Paused) > 0 {
+		if h.Arrived, err = db.PausedArrivals(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if h.NotRun, err = db.NotRunStages(ctx, hc.StatsInterval); err != nil {
 		return nil, err
@@ -251,6 +272,52 @@ func (h *Health) Orphans() map[string]int64 {
 // StagePaused reports whether stage is paused.
 func (h *Health) StagePaused(stage string) bool {
 	return slices.ContainsFunc(h.Paused, func(p StagePause) bool { return p.Stage == stage })
+}
+
+// PausedState is a paused stage as the model judges it.
+type PausedState struct {
+	StagePause
+	For     time.Duration `json:"for_ns"`  // how long it has been paused
+	Pending int64         `json:"pending"` // its pending messages: what the pause holds up
+	// Arrived are the messages that reached it pending since the pause
+	// began: how much its backlog grew.
+	Arrived int64 `json:"arrived"`
+	Long    bool  `json:"long"`    // paused longer than Config.PausedLong
+	PilesUp bool  `json:"pile_up"` // Config.PausedPileUp or more arrived
+}
+
+// Warns reports whether the pause is one to warn of: long, or piling up.
+func (p PausedState) Warns() bool { return p.Long || p.PilesUp }
+
+// PausedThresholds are the pause judgement's thresholds: Config's, or the
+// defaults PausedLong and PausedPileUp.
+func (h *Health) PausedThresholds() (time.Duration, int64) {
+	long, pile := h.Config.PausedLong, h.Config.PausedPileUp
+	if long <= 0 {
+		long = PausedLong
+	}
+	if pile <= 0 {
+		pile = PausedPileUp
+	}
+	return long, pile
+}
+
+// PausedStates judges each paused stage, by name: paused for longer than
+// PausedThresholds' duration, or with as many messages arrived since.
+func (h *Health) PausedStates() []PausedState {
+	long, pile := h.PausedThresholds()
+	out := make([]PausedState, 0, len(h.Paused))
+	for _, p := range h.Paused {
+		st := PausedState{StagePause: p, For: max(h.Now.Sub(p.At), 0), Arrived: h.Arrived[p.Stage]}
+		for _, c := range h.Live {
+			if c.Stage == p.Stage && c.Status == queue.Pending {
+				st.Pending += c.N
+			}
+		}
+		st.Long, st.PilesUp = st.For > long, st.Arrived >= pile
+		out = append(out, st)
+	}
+	return out
 }
 
 // BacklogAge is how long the oldest row of pepsi.ingress has waited; 0

@@ -63,7 +63,13 @@ func (db *DB) LiveCounts(ctx context.Context) ([]StageCount, time.Time, error) {
 
 // DoneCounts returns the number of done messages per stage.
 func (db *DB) DoneCounts(ctx context.Context) (map[string]int64, error) {
-	rows, err := db.pool.Query(ctx, `SELECT stage, count(*) FROM pepsi.state WHERE status = 'done' GROUP BY stage`)
+	return db.perStage(ctx, `SELECT stage, count(*) FROM pepsi.state WHERE status = 'done' GROUP BY stage`)
+}
+
+// perStage runs query, whose rows are a stage and a number, and returns
+// the numbers by stage.
+func (db *DB) perStage(ctx context.Context, query string) (map[string]int64, error) {
+	rows, err := db.pool.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}

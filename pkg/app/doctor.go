@@ -21,7 +21,7 @@ import (
 // check is one entry of doctorChecks and one small function that reads
 // what it needs through pkg/admin (see pkg/admin/doctor.go) and says OK,
 // WARN or FAIL in one line, with what to do. The checks of the queue's
-// health (dispatchers, wake, stages, not_run, ingress, schedules) print
+// health (dispatchers, wake, stages, not_run, paused, ingress, schedules) print
 // the judgements of the health model (admin.Health) and judge nothing
 // themselves. The thresholds are named below, or in pkg/admin/health.go,
 // and documented in pepsi-doctor(1).
@@ -79,19 +79,27 @@ var doctorChecks = []doctorCheck{
 	{"connections", true, checkConnections},
 	{"stages", true, checkStages},
 	{"not_run", true, checkNotRun},
+	{"paused", true, checkPaused},
 	{"ingress", true, checkIngress},
 	{"schedules", true, checkSchedules},
+}
+
+// doctorOptions are the thresholds pepsi doctor's options set.
+type doctorOptions struct {
+	idle         time.Duration // --idle-threshold
+	pausedLong   time.Duration // --paused-threshold
+	pausedPileUp int64         // --paused-backlog
 }
 
 // doctor is what the checks share: the configuration, the database, and
 // what more than one check reads (read once, when first needed): the
 // health model, whose judgements the queue's checks print.
 type doctor struct {
+	doctorOptions
 	ctx      context.Context
 	cfg      *config.Config
 	db       *admin.DB
-	idle     time.Duration // --idle-threshold
-	noSchema bool          // the schema check found no pepsi schema
+	noSchema bool // the schema check found no pepsi schema
 
 	model  *admin.Health
 	tables []admin.TableHealth
@@ -101,16 +109,16 @@ func doctorCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "doctor",
 		Usage:     "check the database, the dispatchers and the configuration for trouble",
-		UsageText: "pepsi doctor [--idle-threshold DURATION] [--json]",
+		UsageText: "pepsi doctor [--idle-threshold DURATION] [--paused-threshold DURATION] [--paused-backlog N] [--json]",
 		Description: "Runs every check and prints one line for each: OK, WARN or FAIL, the\n" +
 			"check's name, what it found and, unless OK, what to do. It changes\n" +
 			"nothing (its NOTIFY wakes the dispatchers once). Exit status 0 when no\n" +
 			"check fails (warnings included), 1 when one does, 2 for a usage or\n" +
 			"configuration error.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "idle-threshold", Value: "60s", Usage: "warn of sessions idle in a transaction, or holding a snapshot, for longer than `DURATION`"},
 			&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "print the results as one JSON object"},
-		},
+		}, doctorPausedFlags()...),
 		Action: doctorAction,
 	}
 }
@@ -119,8 +127,12 @@ func doctorAction(c *cli.Context) error {
 	if c.Args().Present() {
 		return usage("unexpected argument %q", c.Args().First())
 	}
-	idle, err := parseAge("idle-threshold", c.String("idle-threshold"))
-	if err != nil {
+	var opts doctorOptions
+	var err error
+	if opts.idle, err = parseAge("idle-threshold", c.String("idle-threshold")); err != nil {
+		return err
+	}
+	if err := parsePausedFlags(c, &opts); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(c)
@@ -130,7 +142,7 @@ func doctorAction(c *cli.Context) error {
 	if _, err := parseDSN(cfg); err != nil {
 		return err
 	}
-	results := runDoctor(c.Context, cfg, idle)
+	results := runDoctor(c.Context, cfg, opts)
 	failed := slices.ContainsFunc(results, func(r doctorResult) bool { return r.Status == statusFail })
 	if c.Bool("json") {
 		status := statusOK
@@ -160,7 +172,7 @@ func doctorAction(c *cli.Context) error {
 
 // runDoctor connects and runs every check; when the database cannot be
 // reached the one result says so.
-func runDoctor(ctx context.Context, cfg *config.Config, idle time.Duration) []doctorResult {
+func runDoctor(ctx context.Context, cfg *config.Config, opts doctorOptions) []doctorResult {
 	cctx, cancel := context.WithTimeout(ctx, doctorCheckTimeout)
 	db, err := admin.Open(cctx, doctorDSN(cfg.DSN), queue.Options{App: "pepsi doctor", MaxConns: 2})
 	cancel()
@@ -169,7 +181,7 @@ func runDoctor(ctx context.Context, cfg *config.Config, idle time.Duration) []do
 			Action: "check DSN in [database] of " + cfgName(cfg) + " (or PEPSI_DSN) and that PostgreSQL runs"}}
 	}
 	defer db.Close()
-	d := &doctor{cfg: cfg, db: db, idle: idle}
+	d := &doctor{doctorOptions: opts, cfg: cfg, db: db}
 	results := make([]doctorResult, 0, len(doctorChecks))
 	for _, ch := range doctorChecks {
 		var r doctorResult
@@ -258,7 +270,9 @@ func cfgName(cfg *config.Config) string {
 // health returns the health model, read once.
 func (d *doctor) health() (*admin.Health, error) {
 	if d.model == nil {
-		h, err := d.db.Health(d.ctx, admin.HealthConfigOf(d.cfg))
+		hc := admin.HealthConfigOf(d.cfg)
+		hc.PausedLong, hc.PausedPileUp = d.pausedLong, d.pausedPileUp
+		h, err := d.db.Health(d.ctx, hc)
 		if err != nil {
 			return nil, err
 		}
