@@ -27,6 +27,11 @@
 // restarted, its session was terminated) answers 1 for the message at hand
 // and connects again for the next one.
 //
+// It asks the dispatcher for pass tokens (protocol.HelloToken) when
+// PEPSI_PROTOCOL offers them, unless TESTWORKER_BARE=1, and passes a
+// message's token to its moves: a pass the dispatcher gave up cannot move
+// its message.
+//
 // Every committed pass is recorded in test_passes; every start in test_workers.
 package main
 
@@ -41,6 +46,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
 func main() {
@@ -57,10 +64,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testworker: register:", err)
 		os.Exit(1)
 	}
+	if v, _ := strconv.Atoi(os.Getenv(protocol.EnvProtocol)); v >= 2 && os.Getenv("TESTWORKER_BARE") != "1" {
+		fmt.Fprintln(os.Stdout, protocol.HelloToken)
+	}
 	fmt.Fprintln(os.Stderr, "testworker ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		id, err := strconv.ParseInt(in.Text(), 10, 64)
+		id, token, err := protocol.ParseIDLine(in.Bytes())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testworker: bad id:", in.Text())
 			os.Exit(1)
@@ -72,7 +82,7 @@ func main() {
 			}
 			fmt.Fprintln(os.Stderr, "testworker: reconnected")
 		}
-		answer, err := handle(ctx, conn, stage, id)
+		answer, err := handle(ctx, conn, stage, id, token)
 		if err != nil {
 			if broken(ctx, conn) {
 				conn.Close(ctx)
@@ -87,7 +97,7 @@ func main() {
 	}
 }
 
-func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string, error) {
+func handle(ctx context.Context, conn *pgx.Conn, stage string, id, token int64) (string, error) {
 	var raw []byte
 	var attempts int
 	err := conn.QueryRow(ctx, `SELECT substring(m.payload for 65536), s.attempts
@@ -108,7 +118,10 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 	}
 	// A pass is its record and its transition, in one round trip: the two
 	// statements of a batch run in one implicit transaction (one Sync).
+	// With a token, the move (sql, a call of one pepsi function) gets it
+	// as its last argument.
 	pass := func(sql string, args ...any) error {
+		sql, args = withToken(sql, args, token)
 		b := &pgx.Batch{}
 		b.Queue("INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid())
 		b.Queue(sql, args...)
@@ -122,7 +135,8 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 		b := &pgx.Batch{}
 		b.Queue("SELECT FROM pepsi.state WHERE id = $1 AND status = 'running' FOR UPDATE", id)
 		b.Queue("INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid())
-		b.Queue("SELECT pepsi.finish($1)", id)
+		sql, args := withToken("SELECT pepsi.finish($1)", []any{id}, token)
+		b.Queue(sql, args...)
 		return "0\n", conn.SendBatch(ctx, b).Close()
 	case "advance":
 		return "0\n", pass("SELECT pepsi.advance($1, $2)", id, arg)
@@ -212,6 +226,15 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id int64) (string
 		return "0\n", pass("SELECT pepsi.advance($1, $2)", id, arg)
 	}
 	return "", fmt.Errorf("testworker: unknown action %q", action)
+}
+
+// withToken adds token (if any) to sql's call as its last argument.
+func withToken(sql string, args []any, token int64) (string, []any) {
+	if token == 0 {
+		return sql, args
+	}
+	i := strings.LastIndexByte(sql, ')')
+	return sql[:i] + fmt.Sprintf(", $%d", len(args)+1) + sql[i:], append(args, token)
 }
 
 // spew writes COUNT lines of SIZE bytes to stderr, as stderr:COUNTxSIZE says.
