@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
+	"github.com/pepsi-dev/pepsi/pkg/queue"
 	"github.com/pepsi-dev/pepsi/pkg/worker"
 	"github.com/pepsi-dev/pepsi/pkg/worker/workertest"
 )
@@ -128,6 +130,42 @@ func TestMainExit(t *testing.T) {
 		stdout, stderr, code := run(t, []string{noConf, "PEPSI_DSN=" + p.DSN}, "")
 		if code != 0 || stdout != "" || stderr != "" {
 			t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+	})
+	t.Run("hello", func(t *testing.T) {
+		// PEPSI_PROTOCOL=2: the hello comes first, then an answer to
+		// each id line, with a token or without.
+		ctx := context.Background()
+		var ids []int64
+		for range 2 {
+			id, err := queue.Enqueue(ctx, db.Pool, "a", []byte("x"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if _, err := db.Admit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 2}}, nil)
+		if err != nil || len(c) != 2 {
+			t.Fatalf("claim: %+v, %v", c, err)
+		}
+		in := idLine(c[0].ID, c[0].Pass) + idLine(c[1].ID, 0)
+		for _, v := range []struct{ protocol, stdin, want string }{
+			{"1", "", ""},
+			{"x", "", ""},
+			{"2", in, "hello token\n0\n0\n"},
+		} {
+			stdout, stderr, code := run(t, []string{noConf, "PEPSI_DSN=" + p.DSN, "PEPSI_STAGE=a", "PEPSI_PROTOCOL=" + v.protocol}, v.stdin, "--next", "b")
+			if code != 0 || stdout != v.want || stderr != "" {
+				t.Errorf("PEPSI_PROTOCOL=%s: exit %d, stdout %q, stderr %q; want 0, %q", v.protocol, code, stdout, stderr, v.want)
+			}
+		}
+		for _, id := range ids {
+			if r := p.Row(id); r.Status != "running" || r.Stage != "b" {
+				t.Errorf("message %d: %+v, want running at b", id, r)
+			}
 		}
 	})
 	t.Run("SIGTERM", func(t *testing.T) {
