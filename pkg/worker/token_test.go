@@ -346,4 +346,3 @@ func waitLockWait(t *testing.T, f *fixture) {
 		return n == 1
 	})
 }
-
