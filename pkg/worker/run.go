@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,9 +78,6 @@ const (
 	// is statements that need no answer.
 	OneTrip
 )
-
-// maxIDLine bounds an input line; an id has at most 20 characters.
-const maxIDLine = 4096
 
 // maxPasses is how often a message is tried when its pass fails with a
 // serialization failure or deadlock.
@@ -326,53 +321,6 @@ func (r *runner) lost() bool {
 	return r.connErr != nil || r.conn != nil && r.conn.IsClosed()
 }
 
-// input is one line of ids, and whether a whole next line is already
-// buffered (so that the answer need not be flushed yet).
-type input struct {
-	line []byte
-	more bool
-	err  error // io.EOF at the end
-}
-
-// readIDs sends in's lines on lines until it ends or stop is closed.
-func readIDs(in io.Reader, lines chan<- input, stop <-chan struct{}) {
-	br := bufio.NewReaderSize(in, maxIDLine)
-	send := func(x input) bool {
-		select {
-		case lines <- x:
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	for {
-		line, err := br.ReadSlice('\n')
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = br.ReadSlice('\n')
-			}
-			line, err = []byte("line too long"), nil
-		case err != nil && len(line) > 0:
-			err = nil // a last line without a newline is still an id
-		}
-		if err != nil {
-			send(input{err: err})
-			return
-		}
-		line = bytes.Clone(bytes.TrimRight(line, "\r\n"))
-		more := bytes.IndexByte(peekBuffered(br), '\n') >= 0
-		if !send(input{line: line, more: more}) {
-			return
-		}
-	}
-}
-
-func peekBuffered(br *bufio.Reader) []byte {
-	b, _ := br.Peek(br.Buffered())
-	return b
-}
-
 // runner holds what serving a message needs.
 type runner struct {
 	fn       Func
@@ -426,22 +374,6 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (idLine, bo
 		r.log.Error("message failed", "id", l.id, "err", err)
 		return protocol.Status{Code: 1, Text: err.Error()}, nil
 	}
-}
-
-// idLine is a line of input: a message id, and its pass's token (0: the
-// line had none).
-type idLine struct {
-	id, pass int64
-}
-
-// message is the Message of the pass the line hands out, its rows not
-// read yet.
-func (l idLine) message() *Message { return &Message{ID: l.id, Pass: l.pass} }
-
-// parseID reads an id line, "ID" or "ID TOKEN" (protocol.ParseIDLine).
-func parseID(line []byte) (idLine, error) {
-	id, pass, err := protocol.ParseIDLine(line)
-	return idLine{id: id, pass: pass}, err
 }
 
 // answerPass runs fn for the message of l outside any transaction and
