@@ -12,7 +12,6 @@ import (
 
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // TestPythonTokens: the Python examples, told PEPSI_PROTOCOL=2, say hello
@@ -27,21 +26,8 @@ func TestPythonTokens(t *testing.T) {
 	ctx := context.Background()
 	for _, program := range []string{"python/stage.py", "python/onetrip.py"} {
 		t.Run(filepath.Base(program), func(t *testing.T) {
-			var ids []int64
-			for range 3 {
-				id, err := queue.Enqueue(ctx, db.Pool, "a", []byte("x"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
-			if _, err := db.Admit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			c, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 3}}, nil)
-			if err != nil || len(c) != 3 {
-				t.Fatalf("claim: %+v, %v", c, err)
-			}
+			c := db.Claimed(t, "a", []byte("x"), []byte("x"), []byte("x"))
+			ids := []int64{c[0].ID, c[1].ID, c[2].ID}
 			pass := map[int64]int64{}
 			for _, p := range c {
 				pass[p.ID] = p.Pass

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/pgtest"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 	"github.com/pepsi-dev/pepsi/pkg/worker"
 	"github.com/pepsi-dev/pepsi/pkg/worker/workertest"
 )
@@ -135,22 +133,7 @@ func TestMainExit(t *testing.T) {
 	t.Run("hello", func(t *testing.T) {
 		// PEPSI_PROTOCOL=2: the hello comes first, then an answer to
 		// each id line, with a token or without.
-		ctx := context.Background()
-		var ids []int64
-		for range 2 {
-			id, err := queue.Enqueue(ctx, db.Pool, "a", []byte("x"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		if _, err := db.Admit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		c, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: "a", Cap: 2}}, nil)
-		if err != nil || len(c) != 2 {
-			t.Fatalf("claim: %+v, %v", c, err)
-		}
+		c := db.Claimed(t, "a", []byte("x"), []byte("x"))
 		in := idLine(c[0].ID, c[0].Pass) + idLine(c[1].ID, 0)
 		for _, v := range []struct{ protocol, stdin, want string }{
 			{"1", "", ""},
@@ -162,9 +145,9 @@ func TestMainExit(t *testing.T) {
 				t.Errorf("PEPSI_PROTOCOL=%s: exit %d, stdout %q, stderr %q; want 0, %q", v.protocol, code, stdout, stderr, v.want)
 			}
 		}
-		for _, id := range ids {
-			if r := p.Row(id); r.Status != "running" || r.Stage != "b" {
-				t.Errorf("message %d: %+v, want running at b", id, r)
+		for _, m := range c {
+			if r := p.Row(m.ID); r.Status != "running" || r.Stage != "b" {
+				t.Errorf("message %d: %+v, want running at b", m.ID, r)
 			}
 		}
 	})

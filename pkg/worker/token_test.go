@@ -19,27 +19,16 @@ import (
 )
 
 // claimed enqueues one message per payload at stage "a" and claims them
-// as the dispatcher does (queue.Claim), and returns their ids and their
-// passes' tokens, in the payloads' order.
+// as the dispatcher does, and returns their ids and their passes' tokens,
+// in the payloads' order.
 func (f *fixture) claimed(payloads ...string) (ids, passes []int64) {
 	f.t.Helper()
-	ctx := context.Background()
-	for _, p := range payloads {
-		id, err := queue.Enqueue(ctx, f.db.Pool, "a", []byte(p), map[string]string{"k": "v"})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		ids = append(ids, id)
+	bs := make([][]byte, len(payloads))
+	for i, p := range payloads {
+		bs[i] = []byte(p)
 	}
-	if _, err := f.db.Admit(ctx); err != nil {
-		f.t.Fatal(err)
-	}
-	passOf := map[int64]int64{}
-	for _, id := range ids {
-		passOf[id] = f.claim(id)
-	}
-	for _, id := range ids {
-		passes = append(passes, passOf[id])
+	for _, c := range f.db.Claimed(f.t, "a", bs...) {
+		ids, passes = append(ids, c.ID), append(passes, c.Pass)
 	}
 	return ids, passes
 }
