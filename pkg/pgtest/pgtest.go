@@ -96,3 +96,40 @@ func New(t testing.TB) (*DB, string) {
 	t.Cleanup(pool.Close)
 	return &DB{DB: db, Pool: pool}, dsn
 }
+
+// Claimed enqueues one message per payload at stage, admits them and
+// claims them as the dispatcher does (queue.Claim: each pass with its
+// token), and returns them in the payloads' order. Only those messages
+// may be pending at stage.
+func (db *DB) Claimed(t testing.TB, stage string, payloads ...[]byte) []queue.Claimed {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]int64, len(payloads))
+	for i, p := range payloads {
+		id, err := queue.Enqueue(ctx, db.Pool, stage, p, nil)
+		if err != nil {
+			t.Fatalf("pgtest: enqueue: %v", err)
+		}
+		ids[i] = id
+	}
+	if _, err := db.Admit(ctx); err != nil {
+		t.Fatalf("pgtest: admit: %v", err)
+	}
+	got, err := queue.Claim(ctx, db.Pool, []queue.StageCap{{Stage: stage, Cap: len(ids)}}, nil)
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("pgtest: claim of %d messages at %s: %d claimed, %v", len(ids), stage, len(got), err)
+	}
+	byID := make(map[int64]queue.Claimed, len(got))
+	for _, c := range got {
+		byID[c.ID] = c
+	}
+	out := make([]queue.Claimed, len(ids))
+	for i, id := range ids {
+		c, ok := byID[id]
+		if !ok {
+			t.Fatalf("pgtest: message %d was not claimed at %s", id, stage)
+		}
+		out[i] = c
+	}
+	return out
+}

@@ -130,6 +130,27 @@ func TestMainExit(t *testing.T) {
 			t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
 	})
+	t.Run("hello", func(t *testing.T) {
+		// PEPSI_PROTOCOL=2: the hello comes first, then an answer to
+		// each id line, with a token or without.
+		c := db.Claimed(t, "a", []byte("x"), []byte("x"))
+		in := idLine(c[0].ID, c[0].Pass) + idLine(c[1].ID, 0)
+		for _, v := range []struct{ protocol, stdin, want string }{
+			{"1", "", ""},
+			{"x", "", ""},
+			{"2", in, "hello token\n0\n0\n"},
+		} {
+			stdout, stderr, code := run(t, []string{noConf, "PEPSI_DSN=" + p.DSN, "PEPSI_STAGE=a", "PEPSI_PROTOCOL=" + v.protocol}, v.stdin, "--next", "b")
+			if code != 0 || stdout != v.want || stderr != "" {
+				t.Errorf("PEPSI_PROTOCOL=%s: exit %d, stdout %q, stderr %q; want 0, %q", v.protocol, code, stdout, stderr, v.want)
+			}
+		}
+		for _, m := range c {
+			if r := p.Row(m.ID); r.Status != "running" || r.Stage != "b" {
+				t.Errorf("message %d: %+v, want running at b", m.ID, r)
+			}
+		}
+	})
 	t.Run("SIGTERM", func(t *testing.T) {
 		cmd := exec.Command(stage(t))
 		cmd.Env = append(os.Environ(), noConf, "PEPSI_DSN="+p.DSN)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/pepsi-dev/pepsi/pkg/config"
@@ -32,6 +33,18 @@ func MainOnStatusLine(fn Func) { os.Exit(run(fn, OnStatusLine)) }
 // MainOneTrip is Main for a stage whose work is statements queued with
 // Message.Queue: each pass goes out in one round trip (see OneTrip).
 func MainOneTrip(fn Func) { os.Exit(run(fn, OneTrip)) }
+
+// EnvProtocol is the worker protocol version the dispatcher says it speaks
+// in the environment ($PEPSI_PROTOCOL, protocol.EnvProtocol), for
+// Options.Protocol: 0 when it is unset or not a number (a dispatcher
+// before version 2 sets none).
+func EnvProtocol() int {
+	v, err := strconv.Atoi(os.Getenv(protocol.EnvProtocol))
+	if err != nil {
+		return 0
+	}
+	return v
+}
 
 func run(fn Func, mode Mode) int {
 	OneProcessor()
@@ -69,7 +82,8 @@ func run(fn Func, mode Mode) int {
 	if stage != "" {
 		app = "pepsi-worker " + stage
 	}
-	err = Run(ctx, fn, Options{DSN: cfg.DSN, AppName: app, In: os.Stdin, Out: os.Stdout, Log: log, Mode: mode, Stage: stage})
+	err = Run(ctx, fn, Options{DSN: cfg.DSN, AppName: app, In: os.Stdin, Out: os.Stdout, Log: log, Mode: mode, Stage: stage,
+		Protocol: EnvProtocol()})
 	if err == nil || errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return 0
 	}

@@ -8,13 +8,15 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
-// oneTripPass runs fn for message id before anything is sent, then sends
-// BEGIN, the statements fn queued, the move and COMMIT in one batch
+// oneTripPass runs fn for the message of l before anything is sent, then
+// sends BEGIN, the statements fn queued, the move and COMMIT in one batch
 // (OneTrip). No read locks the queue row first: the move's own UPDATE
-// does, and raises if the message is no longer running, which rolls the
-// queued work back with it.
-func (r *runner) oneTripPass(ctx context.Context, id int64) ([]protocol.Fused, error) {
-	m := &Message{ID: id, Stage: r.stage, r: r}
+// does, and raises if the message is no longer running (with the pass's
+// token: no longer running this pass), which rolls the queued work back
+// with it.
+func (r *runner) oneTripPass(ctx context.Context, l idLine) ([]protocol.Fused, error) {
+	m := l.message()
+	m.Stage, m.r = r.stage, r
 	out, err := r.decide(ctx, m)
 	if err != nil {
 		return nil, err

@@ -103,12 +103,13 @@ func TestRunOneTrip(t *testing.T) {
 }
 
 // oneTripDispatched is the stage program of TestOneTripDispatched: it
-// counts each pass in side and moves the message by its stage.
+// records each pass in side, with its token, and moves the message by its
+// stage.
 func oneTripDispatched(_ context.Context, m *worker.Message) (worker.Move, error) {
 	if m.Tx != nil || m.Stage != os.Getenv("PEPSI_STAGE") {
 		return worker.Move{}, errors.New("a transaction, or the wrong stage, in OneTrip mode")
 	}
-	m.Queue("INSERT INTO side VALUES ($1)", m.ID)
+	m.Queue("INSERT INTO side VALUES ($1, $2, $3)", m.ID, m.Stage, m.Pass)
 	if m.Stage == "ot1" {
 		return worker.Advance("ot2"), nil
 	}
@@ -118,6 +119,8 @@ func oneTripDispatched(_ context.Context, m *worker.Message) (worker.Move, error
 // TestOneTripDispatched runs a OneTrip stage program (this test binary,
 // see TestMain) under a real dispatcher at the seed's QUEUE_LIMIT: every
 // message passes both stages, each pass's work committed exactly once.
+// The stage says hello (the dispatcher sets PEPSI_PROTOCOL): its passes
+// come with their tokens, the claim's.
 func TestOneTripDispatched(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -127,7 +130,7 @@ func TestOneTripDispatched(t *testing.T) {
 	p := workertest.Start(t,
 		workertest.Stage{Name: "ot1", Program: self, Parallelism: 2, QueueLimit: 4},
 		workertest.Stage{Name: "ot2", Program: self, Parallelism: 2, QueueLimit: 4})
-	if _, err := p.DB.Pool.Exec(context.Background(), "CREATE TABLE side (id bigint)"); err != nil {
+	if _, err := p.DB.Pool.Exec(context.Background(), "CREATE TABLE side (id bigint, stage text, pass bigint)"); err != nil {
 		t.Fatal(err)
 	}
 	const n = 300
@@ -144,5 +147,13 @@ func TestOneTripDispatched(t *testing.T) {
 	}
 	if got := p.Int64("SELECT count(DISTINCT id) FROM side"); got != n {
 		t.Errorf("work committed for %d messages, want %d", got, n)
+	}
+	t.Logf("%d passes of %d with a token", p.Int64("SELECT count(*) FROM side WHERE pass <> 0"), 2*n)
+	if got := p.Int64("SELECT count(*) FROM side WHERE pass <> 0"); got == 0 {
+		t.Error("no pass came with a token")
+	}
+	// A message's last pass, at ot2, is the one its row records.
+	if got := p.Int64("SELECT count(*) FROM side s JOIN pepsi.state USING (id) WHERE s.stage = 'ot2' AND s.pass NOT IN (0, state.pass)"); got != 0 {
+		t.Errorf("%d passes at ot2 came with another token than their claim's", got)
 	}
 }

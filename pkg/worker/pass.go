@@ -13,7 +13,20 @@ import (
 // lockSQL reads a running message's rows and locks its queue row.
 const lockSQL = messageSQL + " FOR UPDATE OF s"
 
-// pass runs fn for message id in a transaction and commits its move.
+// readSQL is the read of a pass's message in its transaction. A pass that
+// came with its token (Message.Pass) reads without a lock: its move
+// presents the token, and is refused once the dispatcher has given the
+// pass up (timed out, settled, claimed again since), which rolls the
+// stage's work back with it. A bare id locks the queue row, so that a
+// settle of the pass (a timeout) waits for the pass to end.
+func readSQL(pass int64) string {
+	if pass != 0 {
+		return messageSQL
+	}
+	return lockSQL
+}
+
+// pass runs fn for the message of l in a transaction and commits its move.
 //
 // A pass costs two round trips besides the stage's own statements. BEGIN
 // goes out with the read of the message (pgx's Batch.BeginTx), the move
@@ -21,8 +34,8 @@ const lockSQL = messageSQL + " FOR UPDATE OF s"
 // read go out with this COMMIT too, so that a pipelined message costs one
 // round trip besides the stage's statements: on a small machine every
 // round trip costs both sides tens of microseconds of CPU.
-func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) ([]protocol.Fused, error) {
-	m, err := r.begin(ctx, id)
+func (r *runner) pass(ctx context.Context, l idLine, peek func() (idLine, bool)) ([]protocol.Fused, error) {
+	m, err := r.begin(ctx, l)
 	committed := false
 	defer func() {
 		if !committed {
@@ -42,7 +55,7 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 	sql, args := out.statement(m)
 	commit := r.commitSQL()
 	b := &pgx.Batch{}
-	nextID, chain := peek()
+	next, chain := peek()
 	if chain {
 		// The batch begins the next message's transaction, so that pgx
 		// hands back a Tx for it; the stage's queued statements, the
@@ -53,7 +66,7 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 		begin := b.QueuedQueries
 		b.QueuedQueries = append(m.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args}, &pgx.QueuedQuery{SQL: commit})
 		b.QueuedQueries = append(b.QueuedQueries, begin...)
-		b.Queue(lockSQL, nextID)
+		b.Queue(readSQL(next.pass), next.id)
 	} else {
 		b.QueuedQueries = m.queued
 		b.Queue(sql, args...)
@@ -77,7 +90,7 @@ func (r *runner) pass(ctx context.Context, id int64, peek func() (int64, bool)) 
 	}
 	committed = true
 	if chain {
-		r.next = r.readNext(br, nextID)
+		r.next = r.readNext(br, next)
 	}
 	if err := br.Close(); err != nil && !chain {
 		return nil, err
@@ -120,21 +133,22 @@ func (r *runner) commitSQL() string {
 	return "commit"
 }
 
-// begin opens message id's transaction and reads it, or takes the one the
-// last COMMIT opened for it. The Message is returned even with an error,
-// its Tx to be rolled back.
-func (r *runner) begin(ctx context.Context, id int64) (*Message, error) {
+// begin opens the transaction of the message of l and reads it, or takes
+// the one the last COMMIT opened for it. The Message is returned even with
+// an error, its Tx to be rolled back.
+func (r *runner) begin(ctx context.Context, l idLine) (*Message, error) {
 	if m := r.next; m != nil {
 		r.next = nil
-		if m.ID == id {
+		if m.ID == l.id && m.Pass == l.pass {
 			return m, nil
 		}
-		r.rollback(m.Tx) // not the id that came: cannot happen, as ids are served in order
+		r.rollback(m.Tx) // not the line that came: cannot happen, as lines are served in order
 	}
-	m := &Message{ID: id, loaded: true}
+	m := l.message()
+	m.loaded = true
 	b := &pgx.Batch{}
 	b.BeginTx(r.txo)
-	b.Queue(lockSQL, id)
+	b.Queue(readSQL(l.pass), l.id)
 	br := r.conn.SendBatch(ctx, b)
 	m.Tx = br.Tx()
 	err := func() error {
@@ -156,8 +170,9 @@ func (r *runner) begin(ctx context.Context, id int64) (*Message, error) {
 // went out after a COMMIT, and returns the message, its transaction open,
 // or nil when that failed; then the transaction is rolled back and the
 // message is read again when it is served, which reports what went wrong.
-func (r *runner) readNext(br pgx.BatchResults, id int64) *Message {
-	m := &Message{ID: id, loaded: true, Tx: br.Tx()}
+func (r *runner) readNext(br pgx.BatchResults, l idLine) *Message {
+	m := l.message()
+	m.loaded, m.Tx = true, br.Tx()
 	_, err := br.Exec()
 	if err == nil {
 		err = m.scan(br.QueryRow())

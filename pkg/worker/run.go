@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +27,7 @@ type Options struct {
 	// AppName is the application_name of a connection Run makes, unless
 	// DSN sets one; default "pepsi-worker".
 	AppName string
-	In      io.Reader    // message ids, one per line
+	In      io.Reader    // id lines: "ID", or "ID TOKEN" with the pass token
 	Out     io.Writer    // status lines, one per id
 	Log     *slog.Logger // errors, one line each; slog.Default() when nil
 	// TxOptions are the options of every message's transaction (isolation
@@ -42,15 +40,22 @@ type Options struct {
 	// In OnStatusLine and OneTrip modes it is Message.Stage before Load,
 	// and an Advance to it is refused; "" leaves both unknown.
 	Stage string
+	// Protocol is the worker protocol version the dispatcher speaks
+	// (Main takes $PEPSI_PROTOCOL, protocol.EnvProtocol). From 2 on, Run
+	// first writes the hello line that asks for pass tokens
+	// (protocol.HelloToken), and each pass given one presents it on its
+	// move (Message.Pass); 0 or 1: no hello, bare ids.
+	Protocol int
 }
 
 // Mode says how a stage's move reaches the queue.
 type Mode uint8
 
 const (
-	// InTransaction serves each message in a transaction that holds its
-	// locked queue row; the move is made with the SQL API in that
-	// transaction, which commits before the answer "0" goes out.
+	// InTransaction serves each message in a transaction that reads it
+	// (locking its queue row when the id came without a pass token); the
+	// move is made with the SQL API in that transaction, which commits
+	// before the answer "0" goes out.
 	InTransaction Mode = iota
 	// OnStatusLine serves each message outside any transaction, with no
 	// row lock and Message.Tx nil, and answers the move on the status
@@ -69,13 +74,10 @@ const (
 	// queued statements, the move and COMMIT then go out together. No
 	// read locks the queue row first: the move's UPDATE locks it, and
 	// fails the pass, rolled back whole, if the message is no longer
-	// running. It is for stages whose work is statements that need no
-	// answer.
+	// running (that pass, given its token). It is for stages whose work
+	// is statements that need no answer.
 	OneTrip
 )
-
-// maxIDLine bounds an input line; an id has at most 20 characters.
-const maxIDLine = 4096
 
 // maxPasses is how often a message is tried when its pass fails with a
 // serialization failure or deadlock.
@@ -101,6 +103,13 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	r := &runner{fn: fn, conn: opts.Conn, log: opts.Log, txo: opts.TxOptions, mode: opts.Mode, stage: opts.Stage}
 	if r.log == nil {
 		r.log = slog.Default()
+	}
+	if opts.Protocol >= 2 {
+		// First, before connecting: ids the dispatcher writes before it
+		// reads the hello come without their tokens.
+		if _, err := io.WriteString(opts.Out, protocol.HelloToken+"\n"); err != nil {
+			return fmt.Errorf("writing the hello line: %w", err)
+		}
 	}
 	if r.conn == nil {
 		cfg, auto, err := connConfig(opts.DSN, opts.AppName)
@@ -134,30 +143,30 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	// already, so peek waits the moment readIDs takes to hand it over
 	// rather than miss it.
 	var buffered bool
-	peek := func() (int64, bool) {
+	peek := func() (idLine, bool) {
 		if early != nil {
-			return 0, false
+			return idLine{}, false
 		}
 		var x input
 		if buffered {
 			select {
 			case x = <-lines:
 			case <-ctx.Done():
-				return 0, false
+				return idLine{}, false
 			}
 		} else {
 			select {
 			case x = <-lines:
 			default:
-				return 0, false
+				return idLine{}, false
 			}
 		}
 		early = &x
 		if x.err != nil {
-			return 0, false
+			return idLine{}, false
 		}
-		id, err := parseID(x.line)
-		return id, err == nil
+		l, err := parseID(x.line)
+		return l, err == nil
 	}
 	for {
 		var in input
@@ -312,53 +321,6 @@ func (r *runner) lost() bool {
 	return r.connErr != nil || r.conn != nil && r.conn.IsClosed()
 }
 
-// input is one line of ids, and whether a whole next line is already
-// buffered (so that the answer need not be flushed yet).
-type input struct {
-	line []byte
-	more bool
-	err  error // io.EOF at the end
-}
-
-// readIDs sends in's lines on lines until it ends or stop is closed.
-func readIDs(in io.Reader, lines chan<- input, stop <-chan struct{}) {
-	br := bufio.NewReaderSize(in, maxIDLine)
-	send := func(x input) bool {
-		select {
-		case lines <- x:
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	for {
-		line, err := br.ReadSlice('\n')
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = br.ReadSlice('\n')
-			}
-			line, err = []byte("line too long"), nil
-		case err != nil && len(line) > 0:
-			err = nil // a last line without a newline is still an id
-		}
-		if err != nil {
-			send(input{err: err})
-			return
-		}
-		line = bytes.Clone(bytes.TrimRight(line, "\r\n"))
-		more := bytes.IndexByte(peekBuffered(br), '\n') >= 0
-		if !send(input{line: line, more: more}) {
-			return
-		}
-	}
-}
-
-func peekBuffered(br *bufio.Reader) []byte {
-	b, _ := br.Peek(br.Buffered())
-	return b
-}
-
 // runner holds what serving a message needs.
 type runner struct {
 	fn       Func
@@ -375,8 +337,8 @@ type runner struct {
 
 // serve answers one input line. A non-nil error ends Run: after the answer
 // if the connection was lost, without one if ctx was cancelled.
-func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, bool)) (protocol.Status, error) {
-	id, err := parseID(line)
+func (r *runner) serve(ctx context.Context, line []byte, peek func() (idLine, bool)) (protocol.Status, error) {
+	l, err := parseID(line)
 	if err != nil {
 		r.log.Error("bad message id on stdin", "line", string(line))
 		return protocol.Status{Code: 1, Text: "bad message id " + protocol.Quote(line)}, nil
@@ -386,11 +348,11 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, boo
 		var err error
 		switch r.mode {
 		case OnStatusLine:
-			st, err = r.answerPass(ctx, id)
+			st, err = r.answerPass(ctx, l)
 		case OneTrip:
-			st.Fused, err = r.oneTripPass(ctx, id)
+			st.Fused, err = r.oneTripPass(ctx, l)
 		default:
-			st.Fused, err = r.pass(ctx, id, peek)
+			st.Fused, err = r.pass(ctx, l, peek)
 		}
 		if err == nil {
 			return st, nil
@@ -399,30 +361,26 @@ func (r *runner) serve(ctx context.Context, line []byte, peek func() (int64, boo
 			return protocol.Status{}, ctx.Err()
 		}
 		if pgerr.IsTransient(err) && pass < maxPasses && !r.lost() {
-			r.log.Warn("transient error; running the message again", "id", id, "pass", pass, "err", err)
+			r.log.Warn("transient error; running the message again", "id", l.id, "pass", pass, "err", err)
 			continue
 		}
 		if r.lost() {
 			// Not the message's fault: protocol.NotRun puts it back
 			// without counting the pass.
-			r.log.Error("message not run: database connection lost", "id", id, "err", err)
+			r.log.Error("message not run: database connection lost", "id", l.id, "err", err)
 			st = protocol.Status{Code: protocol.NotRun, Text: "database connection lost: " + err.Error()}
 			return st, fmt.Errorf("%w: %v", errConnLost, err)
 		}
-		r.log.Error("message failed", "id", id, "err", err)
+		r.log.Error("message failed", "id", l.id, "err", err)
 		return protocol.Status{Code: 1, Text: err.Error()}, nil
 	}
 }
 
-// parseID reads a message id from a line of input.
-func parseID(line []byte) (int64, error) {
-	return strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64)
-}
-
-// answerPass runs fn for message id outside any transaction and returns
-// the status line that carries its move (OnStatusLine).
-func (r *runner) answerPass(ctx context.Context, id int64) (protocol.Status, error) {
-	m := &Message{ID: id, Stage: r.stage, r: r}
+// answerPass runs fn for the message of l outside any transaction and
+// returns the status line that carries its move (OnStatusLine).
+func (r *runner) answerPass(ctx context.Context, l idLine) (protocol.Status, error) {
+	m := l.message()
+	m.Stage, m.r = r.stage, r
 	out, err := r.call(ctx, m)
 	if err != nil {
 		return protocol.Status{}, err

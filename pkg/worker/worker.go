@@ -15,10 +15,10 @@
 // Main reads -c FILE (the dispatcher appends it to PROGRAM), loads that
 // configuration, connects to the database once (PEPSI_DSN, which the
 // dispatcher sets, or the configured DSN) and then serves message ids from
-// stdin until EOF. For each id it begins a transaction, locks the message's
-// queue row (SELECT … FOR UPDATE), checks that it is running, and calls the
-// function with the message and the transaction. The function does its work
-// in m.Tx and returns what should become of the message:
+// stdin until EOF. For each id it begins a transaction, reads the message,
+// checks that it is running, and calls the function with the message and
+// the transaction. The function does its work in m.Tx and returns what
+// should become of the message:
 //
 //	worker.Advance(stage)  on to another stage (the dispatcher requeues it)
 //	worker.Finish()        done
@@ -37,6 +37,22 @@
 //
 // A pass that ran other stages' work in the same process reports them with
 // Message.Fused; they are put on the status line for the dispatcher to book.
+//
+// Each pass is fenced by its pass token. A dispatcher that speaks protocol
+// version 2 says so in the environment (PEPSI_PROTOCOL=2); Main then
+// writes the hello line "hello token" before anything else, and from then
+// on each id comes with the token of its pass ("ID TOKEN", m.Pass). The
+// move presents it (pepsi.advance(id, stage, token) and so on), and the
+// server refuses it (SQLSTATE 55000) unless the message is running that
+// very pass: a pass the dispatcher has given up (timed out, its worker
+// killed, the message claimed again since) cannot move the message, and
+// its work is rolled back with the refused move. The read of such a pass
+// takes no lock, and finds out at once when the pass is over already (the
+// function is not called). An id without a token (an older dispatcher, or
+// one written before the dispatcher read the hello) is read with its queue
+// row locked (SELECT … FOR UPDATE), so that the dispatcher's settle of a
+// timed-out pass waits for the pass to end; its move is fenced by the
+// message's status alone.
 //
 // Exit status: 0 at EOF on stdin and after SIGTERM or SIGINT (a stop that
 // was asked for); 1 when the database cannot be reached or the connection
@@ -61,7 +77,8 @@
 // queues its statements with m.Queue; BEGIN, those statements, the move
 // and COMMIT then go out in one batch. The queue row is not read and
 // locked first: the move locks it, and refuses a message that is no
-// longer running, which rolls the work back with it.
+// longer running (with a token: no longer running this pass), which rolls
+// the work back with it.
 //
 // Behind a connection pooler in transaction mode (PgBouncer's pool_mode =
 // transaction, with fewer server connections than workers) a stage works
@@ -98,16 +115,18 @@ import (
 // fails the message. ctx is cancelled when the program is told to stop.
 type Func func(ctx context.Context, m *Message) (Move, error)
 
-// Message is the message being processed, read from its locked queue row.
+// Message is the message being processed, read from its queue row.
 type Message struct {
 	ID        int64           // the message id (ingress order)
+	Pass      int64           // the pass's token, 0 when the dispatcher sent none (see Options.Protocol)
 	Stage     string          // the stage it is running at
 	Attempts  int             // passes at this stage, this one included (1 the first time; a pause counts, an advance starts again at 0)
 	CreatedAt time.Time       // when it entered the queue
 	Headers   json.RawMessage // pepsi.message.headers, a JSON object
 	Payload   []byte          // pepsi.message.payload
-	// Tx is the transaction that holds the message's queue row. Do the
-	// stage's work in it: it commits together with the move. Do not
+	// Tx is the pass's transaction, in which the message was read (and,
+	// without a token, its queue row locked). Do the stage's work in it:
+	// it commits together with the move, or not at all. Do not
 	// commit or roll it back yourself: a pass whose function did fails,
 	// and its move is not made. Nil in OnStatusLine and OneTrip modes.
 	Tx pgx.Tx
@@ -118,14 +137,16 @@ type Message struct {
 	loaded bool               // the fields above are read from the rows
 }
 
-// messageSQL reads a running message's queue row and message row. Only
+// messageSQL reads a running message's queue row and message row, and
+// the token of the pass it is running (scan checks it against the one the
+// pass was given). Only
 // pepsi.state_live holds unfinished messages: through pepsi.state the read
 // by id would probe every range of done rows as well. The message comes
 // through pepsi.message_row, whose plan is kept: a statement naming the
 // partitioned pepsi.message would be planned at each pass. A message it
 // does not find is looked up in pepsi.state (explain).
 const messageSQL = `
-		SELECT s.stage, s.status, s.attempts, m.created_at, m.headers, m.payload
+		SELECT s.stage, s.status, s.attempts, s.pass, m.created_at, m.headers, m.payload
 		  FROM pepsi.state_live s, pepsi.message_row(s.id) m
 		 WHERE s.id = $1`
 
@@ -165,10 +186,12 @@ func (m *Message) explain(ctx context.Context, q queryer) error {
 }
 
 // scan fills m from row, messageSQL's, and checks that the message is
-// running.
+// running, and running m.Pass when it is not 0: the stage function is not
+// called for a pass the dispatcher has given up.
 func (m *Message) scan(row pgx.Row) error {
 	var status string
-	err := row.Scan(&m.Stage, &status, &m.Attempts, &m.CreatedAt, &m.Headers, &m.Payload)
+	var pass int64
+	err := row.Scan(&m.Stage, &status, &m.Attempts, &pass, &m.CreatedAt, &m.Headers, &m.Payload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("message %d %w", m.ID, errNoMessage)
 	}
@@ -178,15 +201,19 @@ func (m *Message) scan(row pgx.Row) error {
 	if status != "running" {
 		return fmt.Errorf("message %d is not running (it is %s at stage %s)", m.ID, status, m.Stage)
 	}
+	if m.Pass != 0 && pass != m.Pass {
+		return fmt.Errorf("message %d is not running pass %d: that pass is over (it runs pass %d at stage %s)", m.ID, m.Pass, pass, m.Stage)
+	}
 	return nil
 }
 
 // Load reads the message's stage, attempts, creation time, headers and
 // payload in OnStatusLine and OneTrip modes, where only ID and Stage are
 // known up front (one query, outside the pass's transaction, no lock); an
-// error says the message is not running or the database failed, and is
-// best returned as the pass's error. In the default mode everything is read before the stage function
-// runs and Load does nothing.
+// error says the message is not running (with a token: not running this
+// pass) or the database failed, and is best returned as the pass's error.
+// In the default mode everything is read before the stage function runs
+// and Load does nothing.
 func (m *Message) Load(ctx context.Context) error {
 	if m.loaded {
 		return nil
@@ -326,15 +353,28 @@ func (o Move) answer(ctx context.Context, m *Message) (protocol.Status, error) {
 	if err != nil {
 		return protocol.Status{}, err
 	}
-	_, err = conn.Exec(ctx, "SELECT pepsi.fail($1, $2)", m.ID, o.reason)
+	sql, args := o.statement(m)
+	_, err = conn.Exec(ctx, sql, args...)
 	return protocol.Status{}, err
 }
 
 // statement is the SQL API call that carries the move out in the pass's
 // transaction. pkg/worker is a client of the SQL API like a stage in any
 // other language: these are the stage-side calls, not the dispatcher's DAO
-// (pkg/queue).
+// (pkg/queue). A pass given a token presents it (p_pass): the move is
+// refused unless the message is running that very pass.
 func (o Move) statement(m *Message) (string, []any) {
+	if m.Pass != 0 {
+		switch o.kind {
+		case protocol.Advance:
+			return "SELECT pepsi.advance($1, $2, $3)", []any{m.ID, o.stage, m.Pass}
+		case protocol.Finish:
+			return "SELECT pepsi.finish($1, $2)", []any{m.ID, m.Pass}
+		case protocol.Pause:
+			return "SELECT pepsi.pause($1, make_interval(secs => $2), $3)", []any{m.ID, o.delay.Seconds(), m.Pass}
+		}
+		return "SELECT pepsi.fail($1, $2, $3)", []any{m.ID, o.reason, m.Pass}
+	}
 	switch o.kind {
 	case protocol.Advance:
 		return "SELECT pepsi.advance($1, $2)", []any{m.ID, o.stage}

@@ -79,7 +79,8 @@ func stageMain(args []string) int {
 		err := worker.Run(ctx, func(ctx context.Context, m *worker.Message) (worker.Move, error) {
 			m.Queue(acctSQL, acctID(m.ID))
 			return out, nil
-		}, worker.Options{DSN: dsn, AppName: "peers stage " + stage, In: os.Stdin, Out: os.Stdout, Log: log, Stage: stage, Mode: mode})
+		}, worker.Options{DSN: dsn, AppName: "peers stage " + stage, In: os.Stdin, Out: os.Stdout, Log: log, Stage: stage, Mode: mode,
+			Protocol: worker.EnvProtocol()}) // pass tokens, as worker.Main asks for them
 		if err != nil && ctx.Err() == nil {
 			log.Error("stage", "err", err)
 			return 1
