@@ -37,10 +37,15 @@ var allKinds = []struct {
 }
 
 // faultKinds are the kinds a run injects in turn: the server's only with
-// a private cluster.
-func faultKinds(cluster bool) []string {
+// a private cluster; without the dispatcher's outright kills when
+// noSigkill (a run that judges the statistics' identity, which such a
+// kill breaks: pepsi-stats(1)).
+func faultKinds(cluster, noSigkill bool) []string {
 	var ks []string
 	for _, k := range allKinds {
+		if noSigkill && (k.name == dispatcherKill || k.name == standbyTakeover) {
+			continue
+		}
 		if cluster || !k.server {
 			ks = append(ks, k.name)
 		}

@@ -35,20 +35,21 @@ import (
 )
 
 var (
-	nFlag       = flag.Int("n", 1000000, "messages")
-	dsnFlag     = flag.String("dsn", "", "DSN of the server (a database is created on it); with -cluster, of its first node")
-	pepsiFlag   = flag.String("pepsi", "bin/pepsi", "the pepsi binary")
-	workerFlag  = flag.String("worker", "", "the test worker binary")
-	clusterFlag = flag.String("cluster", "", "directory of the private cluster scripts/pg-local started (PEPSI_PG_DIR): enables the server faults and a standby in DIR-b")
-	portFlag    = flag.Int("port", 0, "with -cluster: the cluster's port")
-	standbyPort = flag.Int("standby-port", 0, "with -cluster: the standby's port (default -port + 1)")
-	dirFlag     = flag.String("dir", "", "directory for the configuration and the dispatchers' logs")
-	faultsFlag  = flag.Int("faults", 0, "faults to inject in all, the kinds in turn, spread over the run by progress (0: -faults-per-kind of each)")
-	perKindFlag = flag.Int("faults-per-kind", 10, "faults of each kind, when -faults is 0")
-	parallelism = flag.Int("parallelism", 2, "PARALLELISM of each stage")
-	queueLimit  = flag.Int("queue-limit", 32, "QUEUE_LIMIT of each stage")
-	stallFlag   = flag.Duration("stall", 5*time.Minute, "give up after this long without progress")
-	keepFlag    = flag.Bool("keep", false, "keep the database (and the cluster's standby)")
+	nFlag         = flag.Int("n", 1000000, "messages")
+	dsnFlag       = flag.String("dsn", "", "DSN of the server (a database is created on it); with -cluster, of its first node")
+	pepsiFlag     = flag.String("pepsi", "bin/pepsi", "the pepsi binary")
+	workerFlag    = flag.String("worker", "", "the test worker binary")
+	clusterFlag   = flag.String("cluster", "", "directory of the private cluster scripts/pg-local started (PEPSI_PG_DIR): enables the server faults and a standby in DIR-b")
+	portFlag      = flag.Int("port", 0, "with -cluster: the cluster's port")
+	standbyPort   = flag.Int("standby-port", 0, "with -cluster: the standby's port (default -port + 1)")
+	dirFlag       = flag.String("dir", "", "directory for the configuration and the dispatchers' logs")
+	noSigkillFlag = flag.Bool("no-sigkill", false, "no dispatcher killed outright (kill -9): the statistics' identity must then hold exactly")
+	faultsFlag    = flag.Int("faults", 0, "faults to inject in all, the kinds in turn, spread over the run by progress (0: -faults-per-kind of each)")
+	perKindFlag   = flag.Int("faults-per-kind", 10, "faults of each kind, when -faults is 0")
+	parallelism   = flag.Int("parallelism", 2, "PARALLELISM of each stage")
+	queueLimit    = flag.Int("queue-limit", 32, "QUEUE_LIMIT of each stage")
+	stallFlag     = flag.Duration("stall", 5*time.Minute, "give up after this long without progress")
+	keepFlag      = flag.Bool("keep", false, "keep the database (and the cluster's standby)")
 )
 
 type soak struct {
@@ -86,7 +87,7 @@ func main() {
 		os.Exit(2)
 	}
 	s := &soak{ctx: context.Background(), injected: make(map[string]int), server: *dsnFlag}
-	s.kinds = faultKinds(*clusterFlag != "")
+	s.kinds = faultKinds(*clusterFlag != "", *noSigkillFlag)
 	s.faults = *faultsFlag
 	if s.faults == 0 {
 		s.faults = *perKindFlag * len(s.kinds)
