@@ -114,7 +114,7 @@ func TestChart(t *testing.T) {
 		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed passes (25` + nnbsp + `%)</title>`,
 		`<title>12:02:00–12:03:00 UTC: 2.0/s ok, 0/s failed passes (0` + nnbsp + `%); 6 failed messages</title>`,
 		`<rect class="dead" x="24" y="49.5" width="10" height="3.0"`, // 5 % of the passes: half the lane
-		`<rect class="ok" x="12" y="25.2" width="10" height="10.8"`, // 3 of 10: 30 % of 36 px
+		`<rect class="ok" x="12" y="25.2" width="10" height="10.8"`,  // 3 of 10: 30 % of 36 px
 		`<rect class="failed" x="12" y="21.6" width="10" height="3.6"`,
 		`<rect class="share" x="12" y="37.5" width="10" height="12.0"`, // 25 %: the lane full
 		`<rect class="ok" x="24" y="28.8" width="10" height="7.2"`,
