@@ -1039,6 +1039,9 @@ CREATE INDEX state_done_erred ON ONLY pepsi.state_done USING btree (id) WHERE ((
 -- INDEX state_done_default_id_idx1
 CREATE INDEX state_done_default_id_idx1 ON pepsi.state_done_default USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
 
+-- INDEX state_failed_updated
+CREATE INDEX state_failed_updated ON pepsi.state_failed USING btree (updated_at);
+
 -- INDEX state_flow
 CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WHERE ((flow_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'paused'::text, 'held'::text])));
 

@@ -138,6 +138,10 @@ func (db *DB) RedriveSelection(ctx context.Context, sel Selection, toStage strin
 		sts = slices.DeleteFunc(slices.Clone(sts), func(s queue.Status) bool { return s != sel.Status })
 	}
 	res, err := db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64) error {
+		// The reasons the history lacks, kept before they are cleared, as Redrive does.
+		if _, err := tx.Exec(ctx, keepReasonsSQL, ids, statusText(sts)); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, redriveSQL, ids, toStage, statusText(sts), priority); err != nil {
 			return err
 		}

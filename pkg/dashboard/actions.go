@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -39,6 +40,16 @@ type actionPage struct {
 	// status (SkipWhy says which it takes).
 	Skipped int64  `json:"left_alone,omitempty"`
 	SkipWhy string `json:"-"`
+	// Confirmation is the token of a confirmation of several messages,
+	// which its form posts back: the action takes the Count messages it
+	// counted, and no other (see bulk).
+	Confirmation string `json:"confirmation,omitempty"`
+	// Confirmed are the messages the confirmation counted; Changed are
+	// those of them left alone for having changed since, ChangedNow what
+	// they are now ("3 done, 1 running").
+	Confirmed  int64  `json:"confirmed,omitempty"`
+	Changed    int64  `json:"changed_since_confirmation,omitempty"`
+	ChangedNow string `json:"-"`
 	// A pause or resume: the stage, its pause (as it is, or as it was
 	// ended), and its pending messages.
 	Stage   string            `json:"stage,omitempty"`
@@ -145,6 +156,17 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
 		defer cancel()
 		if err := a.do(ctx, db, &page); err != nil {
+			var acted *actedError
+			switch {
+			case errors.As(err, &acted) && acted.result != "":
+				// A second post of one confirmation (a double click, a
+				// reload): its result, not a second action.
+				http.Redirect(w, r, acted.result, http.StatusSeeOther)
+				return
+			case errors.As(err, &acted), errors.Is(err, errConfirmation):
+				d.fail(w, r, http.StatusConflict, err.Error())
+				return
+			}
 			d.log.Warn("dashboard: "+name+" failed", "user", user, "what", page.What, "changed", page.Count, "err", err)
 			d.missing(w, r, page.id, err)
 			return
@@ -153,10 +175,14 @@ func (d *Dashboard) serveAction(name, done string, parse func(*http.Request) (ac
 		d.counts.invalidate()
 		d.log.Info("dashboard: "+done, "user", user, "remote", r.RemoteAddr, "what", page.What,
 			"changed", page.Count, "already_pending", page.Pending, "held", page.Held, "live_left_alone", page.Live,
-			"left_alone", page.Skipped, "missing", page.Missing)
+			"left_alone", page.Skipped, "missing", page.Missing,
+			"confirmed", page.Confirmed, "changed_since_confirmation", page.Changed)
 		// Post, redirect, get: the result has a page of its own, so that
 		// reloading it does not act again.
 		page.ResultURL = "/actions/" + d.results.put(user, page)
+		if b, ok := a.(*bulk); ok && b.token != "" {
+			d.confirms.acted(b.token, page.ResultURL)
+		}
 		if wantsJSON(r) {
 			d.writeJSON(w, r, http.StatusOK, page)
 			return

@@ -261,7 +261,7 @@ func TestPurge(t *testing.T) {
 }
 
 // postJSON posts form as alice and decodes the JSON answer into v.
-func postJSON(t *testing.T, s *site, path string, form url.Values, v any) {
+func postJSON(t testing.TB, s *site, path string, form url.Values, v any) {
 	t.Helper()
 	r := s.do("POST", path, form, alice)
 	if r.code != http.StatusOK {

@@ -371,15 +371,20 @@ func TestBrowser(t *testing.T) {
 	hist := strconv.FormatInt(failTwiceThenPass(t, s, "deliver"), 10)
 	step("a message's history", chromedp.Navigate(s.base+"/messages/"+hist), chromedp.WaitVisible(chromedp.CSS("ol.timeline")))
 	entries := columnTexts(t, c, "ol.timeline > li")
-	if len(entries) != 4 || !strings.HasSuffix(entries[0], "enqueued") ||
-		!strings.Contains(entries[1], "failed pass 1 at deliver, attempt 1: answer worker pid 4242") || !strings.Contains(entries[1], "upstream said no") ||
-		!strings.Contains(entries[2], "failed pass 2 at deliver, attempt 2: crash worker pid 4243") ||
-		!strings.Contains(entries[3], "now done at deliver, attempt 3 there") {
+	if len(entries) != 6 || !strings.HasSuffix(entries[0], "enqueued") || !strings.HasPrefix(entries[1], "passes that succeeded are not recorded") ||
+		!strings.Contains(entries[2], "failed pass 1 at deliver, attempt 1: answer worker pid 4242") || !strings.Contains(entries[2], "upstream said no") ||
+		!strings.Contains(entries[3], "failed pass 2 at deliver, attempt 2: crash worker pid 4243") ||
+		!strings.Contains(entries[4], "passed deliver, finishing it") ||
+		!strings.Contains(entries[5], "now done at deliver, attempt 3 there") {
 		t.Errorf("the history timeline: %q", entries)
+	}
+	// Done: the crash's answer its row keeps is not shown as its error.
+	if f := columnTexts(t, c, "table.fields pre.error"); len(f) != 0 {
+		t.Errorf("a done message shows an error as its own: %q", f)
 	}
 	crashShown := func() bool {
 		t.Helper()
-		v, err := chromedp.Run(c, chromedp.Evaluate[bool](`document.querySelector("ol.timeline li.pass:nth-of-type(3) details").open && document.querySelector("ol.timeline li.pass:nth-of-type(3) details > pre").offsetHeight > 0`))
+		v, err := chromedp.Run(c, chromedp.Evaluate[bool](`document.querySelector("ol.timeline li.pass:nth-of-type(4) details").open && document.querySelector("ol.timeline li.pass:nth-of-type(4) details > pre").offsetHeight > 0`))
 		if err != nil {
 			fatal("the crash's reason", err)
 		}
@@ -388,7 +393,7 @@ func TestBrowser(t *testing.T) {
 	if crashShown() {
 		t.Error("the long reason is shown whole before it is asked for")
 	}
-	step("show the crash's whole reason", chromedp.Click(chromedp.CSS("ol.timeline li.pass:nth-of-type(3) summary")))
+	step("show the crash's whole reason", chromedp.Click(chromedp.CSS("ol.timeline li.pass:nth-of-type(4) summary")))
 	if !crashShown() {
 		t.Error("the long reason is not shown once asked for")
 	}

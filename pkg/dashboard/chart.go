@@ -12,8 +12,11 @@ import (
 // 2 800/s look different: bars of the passes per second (ok below, failed
 // stacked on them) up to the scale's top, a dashed line; under the axis, a
 // lane with each bar's failed share of the passes, full at
-// chartFullShare, so that 2 % shows; ticks every 5 bars and the window's
-// ends labelled. Only numbers and times go into it. The colours are the
+// chartFullShare, so that 2 % shows, and under it a lane of the failed
+// messages (those failed in the bar's span and failed still: a stage's
+// own pepsi.fail() is an ok pass, and shows here alone) as a share of the
+// bar's passes, full at chartFullShare or when no pass is known; ticks
+// every 5 bars and the window's ends labelled. Only numbers and times go into it. The colours are the
 // style sheet's (classes), with fills as a fallback.
 
 const (
@@ -21,6 +24,7 @@ const (
 	chartGap       = 2    // between bars
 	chartHeight    = 36   // the bars' area, px
 	chartLane      = 12   // the failed share's lane, px
+	chartDeadLane  = 6    // the failed messages' lane, px
 	chartLabels    = 11   // the tick labels' line, px
 	chartFullShare = 0.10 // a failed share that fills the lane
 )
@@ -59,7 +63,7 @@ func chartTop(charts ...[]bin) float64 {
 // title says its time, rates and failed share.
 func chartSVG(bins []bin, top float64, window string) template.HTML {
 	width := len(bins)*(chartBar+chartGap) - chartGap
-	height := chartHeight + 1 + chartLane + chartLabels
+	height := chartHeight + 1 + chartLane + chartDeadLane + chartLabels
 	base := float64(chartHeight) + 0.5 // the axis
 	var sb strings.Builder
 	last := "no data yet"
@@ -72,9 +76,15 @@ func chartSVG(bins []bin, top float64, window string) template.HTML {
 	for i, b := range bins {
 		x := i * (chartBar + chartGap)
 		span := b.Start.UTC().Format("15:04:05") + "–" + b.End.UTC().Format("15:04:05 UTC")
+		dead := ""
+		if b.FailedMessages > 0 {
+			dead = fmt.Sprintf("; %d failed message%s", b.FailedMessages, plural(b.FailedMessages))
+		}
 		if !b.Known {
-			fmt.Fprintf(&sb, `<g><title>%s: not sampled</title><rect class="none" x="%d" y="%.1f" width="%d" height="2" fill="#ddd"/></g>`,
-				span, x, base-2, chartBar)
+			fmt.Fprintf(&sb, `<g><title>%s: not sampled%s</title><rect class="none" x="%d" y="%.1f" width="%d" height="2" fill="#ddd"/>`,
+				span, dead, x, base-2, chartBar)
+			deadLane(&sb, x, base, b, 0)
+			sb.WriteString(`</g>`)
 			continue
 		}
 		share := 0.0
@@ -82,7 +92,7 @@ func chartSVG(bins []bin, top float64, window string) template.HTML {
 			share = b.Failed / all
 		}
 		okH, failH := barHeight(b.OK, top), barHeight(b.Failed, top)
-		fmt.Fprintf(&sb, `<g class="bar"><title>%s: %s ok, %s failed (%s)</title>`, span, rate(b.OK), rate(b.Failed), percent(share))
+		fmt.Fprintf(&sb, `<g class="bar"><title>%s: %s ok, %s failed passes (%s)%s</title>`, span, rate(b.OK), rate(b.Failed), percent(share), dead)
 		fmt.Fprintf(&sb, `<rect x="%d" y="0" width="%d" height="%d" fill="transparent"/>`, x, chartBar, height)
 		if okH > 0 {
 			fmt.Fprintf(&sb, `<rect class="ok" x="%d" y="%.1f" width="%d" height="%.1f" fill="#2e8540"/>`, x, base-0.5-okH, chartBar, okH)
@@ -93,18 +103,33 @@ func chartSVG(bins []bin, top float64, window string) template.HTML {
 		if h := shareHeight(share); h > 0 {
 			fmt.Fprintf(&sb, `<rect class="share" x="%d" y="%.1f" width="%d" height="%.1f" fill="#c0392b"/>`, x, base+1, chartBar, h)
 		}
+		deadLane(&sb, x, base, b, (b.OK+b.Failed)*b.End.Sub(b.Start).Seconds())
 		sb.WriteString(`</g>`)
 	}
 	fmt.Fprintf(&sb, `<line class="axis" x1="0" y1="%.1f" x2="%d" y2="%.1f" stroke="#999"/>`, base, width, base)
 	for i := 0; i <= len(bins); i += 5 {
 		x := min(i*(chartBar+chartGap), width-1)
-		fmt.Fprintf(&sb, `<line class="tick" x1="%d.5" y1="%.1f" x2="%d.5" y2="%.1f" stroke="#999"/>`, x, base, x, base+float64(chartLane)+1)
+		fmt.Fprintf(&sb, `<line class="tick" x1="%d.5" y1="%.1f" x2="%d.5" y2="%.1f" stroke="#999"/>`, x, base, x, base+float64(chartLane+chartDeadLane)+1)
 	}
 	y := height - 2
 	fmt.Fprintf(&sb, `<text x="0" y="%d" font-size="9" fill="#646970">−%s</text>`, y, window)
 	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="9" fill="#646970" text-anchor="end">now</text>`, width, y)
 	sb.WriteString(`</svg>`)
 	return template.HTML(sb.String()) //nolint:gosec // numbers and times only
+}
+
+// deadLane draws bar b's failed messages in their lane, at x under the
+// axis at base, as a share of its passes (about passes of them; 0 when not
+// known: then full).
+func deadLane(sb *strings.Builder, x int, base float64, b bin, passes float64) {
+	if b.FailedMessages <= 0 {
+		return
+	}
+	h := float64(chartDeadLane)
+	if passes >= 1 {
+		h = min(max(float64(b.FailedMessages)/passes/chartFullShare*chartDeadLane, 2), chartDeadLane)
+	}
+	fmt.Fprintf(sb, `<rect class="dead" x="%d" y="%.1f" width="%d" height="%.1f" fill="#7b241c"/>`, x, base+1+chartLane, chartBar, h)
 }
 
 // barHeight scales v against top; anything above zero is at least 1 px.

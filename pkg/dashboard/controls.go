@@ -63,6 +63,7 @@ func (d *Dashboard) parseControl(kind string) func(*http.Request) (action, actio
 		case p.ticked():
 			a.ticked = p.IDs
 			page.Next = "/messages"
+			return d.bulk(a, kind, p, change{}, a.force, r), page, nil
 		default:
 			want := controlStatuses[kind]
 			if !slices.Contains(want, p.status) {
@@ -70,6 +71,7 @@ func (d *Dashboard) parseControl(kind string) func(*http.Request) (action, actio
 			}
 			a.sel = p.selection()
 			a.byIDs = p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches()
+			return d.bulk(a, kind, p, change{}, a.force, r), page, nil
 		}
 		return a, page, nil
 	}

@@ -64,6 +64,7 @@ type Dashboard struct {
 	counts   *countCache
 	standbys standbys
 	results  results
+	confirms confirmations
 	sampling atomic.Bool // Run runs
 }
 

@@ -27,3 +27,10 @@ func (d *Dashboard) ForgetCounts() { d.counts.invalidate() }
 func (d *Dashboard) WriteJSON(w http.ResponseWriter, r *http.Request, v any) {
 	d.writeJSON(w, r, http.StatusOK, v)
 }
+
+// ConfirmBytes is the memory the kept confirmations' ids take.
+func (d *Dashboard) ConfirmBytes() int {
+	d.confirms.mu.Lock()
+	defer d.confirms.mu.Unlock()
+	return d.confirms.bytes
+}

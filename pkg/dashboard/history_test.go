@@ -72,7 +72,8 @@ func TestMessageHistory(t *testing.T) {
 	}
 	tl := html.UnescapeString(body[i:j])
 	order := []string{"enqueued", "failed pass 1 at <b>" + stage + "</b>, attempt 1:", ">answer</span>", "worker pid 4242 on " + script,
-		"failed pass 2 at <b>a</b>, attempt 2:", ">crash</span>", "worker pid 4250</span>", "now done at <b>a</b>, attempt 1 there"}
+		"passed <b>" + stage + "</b>", "failed pass 2 at <b>a</b>, attempt 2:", ">crash</span>", "worker pid 4250</span>",
+		"passed <b>a</b>, finishing it", "now done at <b>a</b>, attempt 1 there"}
 	at := 0
 	for _, w := range order {
 		k := strings.Index(tl[at:], w)
@@ -145,5 +146,119 @@ func TestRetryKeepsFailReason(t *testing.T) {
 		if !strings.Contains(tl, w) {
 			t.Errorf("the timeline lacks %q:\n%s", w, tl)
 		}
+	}
+}
+
+// TestMessageErrors: the message page shows as its error the one that
+// says why it is as it is, and the others in its history; its timeline
+// shows the passes that succeeded that the failed ones imply. A done
+// message whose pass failed at parse, then passed parse, enrich (after a
+// failed pass there) and notify shows no error, its last failed pass's
+// answer in the history alone, and passed parse, enrich and notify; a
+// message that failed a pass at parse, passed it, and was failed at
+// enrich by pepsi.fail() shows that reason as its error, and parse's
+// answer in its history, not beside it; a dispatch_error the history
+// lacks is shown in it, muted.
+func TestMessageErrors(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, siteOptions{})
+	retry := queue.RetryPolicy{Retries: 2, Delay: time.Millisecond, Max: time.Millisecond}
+	settle := func(id int64, v queue.Settle) {
+		t.Helper()
+		v.ID = id
+		s.exec(`UPDATE pepsi.state SET status = 'running', timeout = NULL, attempts = attempts + 1, handed = stage WHERE id = $1`, id)
+		var res queue.TurnResult
+		if err := s.db.RunTurn(ctx(t), queue.Turn{Settles: []queue.Settle{v}}, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := func(id int64) (fields, tl string, m struct {
+		Current string `json:"current_error"`
+		Passed  []struct {
+			Stage    string `json:"stage"`
+			Finished bool   `json:"finished"`
+		} `json:"passed"`
+	}) {
+		t.Helper()
+		body := html.UnescapeString(s.get("/messages/"+itoa(id), http.StatusOK, req{}))
+		i, j := strings.Index(body, `<table class="fields">`), strings.Index(body, `<ol class="timeline">`)
+		k := strings.Index(body, "</ol>")
+		if i < 0 || j < i || k < j {
+			t.Fatalf("no fields or no timeline:\n%s", body)
+		}
+		s.getJSON("/messages/"+itoa(id), req{}, &m)
+		return body[i:j], body[j:k], m
+	}
+	inOrder := func(what, text string, want ...string) {
+		t.Helper()
+		at := 0
+		for _, w := range want {
+			k := strings.Index(text[at:], w)
+			if k < 0 {
+				t.Errorf("%s lacks %q after position %d:\n%s", what, w, at, text)
+				return
+			}
+			at += k + len(w)
+		}
+	}
+
+	// Done, after failed passes at parse and enrich.
+	done := s.enqueue("parse", 1, []byte("x"))[0]
+	settle(done, queue.Settle{Stage: "parse", Verdict: queue.PassFailed, Retry: retry, Kind: queue.FailAnswer, Reason: "parse answered 3: bad json"})
+	settle(done, queue.Settle{Stage: "parse", Verdict: queue.Advance, Next: "enrich"})
+	settle(done, queue.Settle{Stage: "enrich", Verdict: queue.PassFailed, Retry: retry, Kind: queue.FailAnswer, Reason: "enrich answered 1: upstream 503"})
+	settle(done, queue.Settle{Stage: "enrich", Verdict: queue.Advance, Next: "notify"})
+	settle(done, queue.Settle{Stage: "notify", Verdict: queue.Finish})
+	if st := s.states([]int64{done})[0]; st.Status != "done" || st.DispatchError == nil {
+		t.Fatalf("the done message: %+v, want done with the dispatch_error of its last failed pass kept", st)
+	}
+	fields, tl, m := page(done)
+	if strings.Contains(fields, `class="error`) || !strings.Contains(fields, "<th>dispatch_error</th><td><span class=\"quiet\">– (of an earlier failed pass: in its history)</span>") {
+		t.Errorf("a done message shows an error as its own:\n%s", fields)
+	}
+	inOrder("the done message's timeline", tl, "enqueued", "passes that succeeded are not recorded", "failed pass 1 at <b>parse</b>", "bad json",
+		"passed <b>parse</b> <span class=\"quiet\">(after", "failed pass 2 at <b>enrich</b>", "upstream 503",
+		"passed <b>enrich</b> <span class=\"quiet\">(after", "passed <b>notify</b>, finishing it", "now done at <b>notify</b>")
+	if n := strings.Count(tl, "upstream 503"); n != 1 {
+		t.Errorf("the last failed pass's answer is shown %d times in the timeline, want once:\n%s", n, tl)
+	}
+	if m.Current != "" || len(m.Passed) != 3 || m.Passed[0].Stage != "parse" || m.Passed[2].Stage != "notify" || !m.Passed[2].Finished {
+		t.Errorf("the done message as JSON: %+v", m)
+	}
+
+	// Failed by pepsi.fail() at enrich, after a failed pass at parse.
+	failed := s.enqueue("parse", 1, []byte("x"))[0]
+	settle(failed, queue.Settle{Stage: "parse", Verdict: queue.PassFailed, Retry: retry, Kind: queue.FailTimeout, Reason: "timeout: no answer within MAX_RUNTIME (5s)"})
+	settle(failed, queue.Settle{Stage: "parse", Verdict: queue.Advance, Next: "enrich"})
+	// The stage's pass at enrich, which fails the message itself.
+	s.exec(`UPDATE pepsi.state SET status = 'running', attempts = 1, handed = stage WHERE id = $1`, failed)
+	s.exec(`SELECT pepsi.fail($1, 'no such customer: c-42')`, failed)
+	if st := s.states([]int64{failed})[0]; st.Status != "failed" || st.Stage != "enrich" || st.DispatchError == nil || st.Error == nil {
+		t.Fatalf("the failed message: %+v, want failed at enrich with both errors", st)
+	}
+	fields, tl, m = page(failed)
+	if !strings.Contains(fields, `<th>error</th><td><pre class="error">no such customer: c-42</pre>`) || strings.Contains(fields, "MAX_RUNTIME") ||
+		!strings.Contains(fields, "– (of an earlier failed pass: in its history)") {
+		t.Errorf("the failed message's error, or a stale one beside it:\n%s", fields)
+	}
+	inOrder("the failed message's timeline", tl, "failed pass 1 at <b>parse</b>", "MAX_RUNTIME", "passed <b>parse</b>", "now failed at <b>enrich</b>")
+	if strings.Contains(tl, "finishing") || m.Current != "error" || len(m.Passed) != 1 {
+		t.Errorf("the failed message: %+v\n%s", m, tl)
+	}
+
+	// A dispatch_error the history lacks (a stage that answered 0 with a
+	// reason, a row from before the history): shown in it, muted.
+	s.exec(`UPDATE pepsi.state SET dispatch_error = 'answered 0: partial' WHERE id = $1`, failed)
+	fields, tl, _ = page(failed)
+	if strings.Contains(fields, "partial") || !strings.Contains(tl, `its dispatch_error, the answer of an earlier failed pass, not of the fail move that ended it: <pre class="old">answered 0: partial</pre>`) {
+		t.Errorf("a dispatch_error the history lacks:\n%s\n%s", fields, tl)
+	}
+
+	// Failed out of retries: the last failed pass's answer is its error.
+	spent := s.enqueue("parse", 1, []byte("x"))[0]
+	settle(spent, queue.Settle{Stage: "parse", Verdict: queue.PassFailed, Kind: queue.FailAnswer, Reason: "parse answered 2: no"})
+	fields, _, m = page(spent)
+	if !strings.Contains(fields, `<th>dispatch_error</th><td><pre class="error">parse answered 2: no</pre>`) || m.Current != "dispatch_error" {
+		t.Errorf("a message out of retries: %+v\n%s", m, fields)
 	}
 }

@@ -46,6 +46,22 @@ type messagePage struct {
 	Stages   []string `json:"-"` // the configured stages, where a retry may put it
 	// Controls are the controls its status takes (hold, release, cancel).
 	Controls []button `json:"-"`
+	// CurrentError names the column (error or dispatch_error) that says
+	// why a failed or cancelled message ended so; "" for the others.
+	CurrentError string `json:"current_error"`
+	// OldErrors are errors of its row that belong to its history: of an
+	// earlier failed pass, for a done message or beside a fail move's
+	// reason (see timeline.go).
+	OldErrors []oldError `json:"old_errors"`
+	// Passed are the passes that succeeded, as far as the history implies
+	// them (see timeline.go).
+	Passed []passed `json:"passed"`
+	// ErrorNow and DispatchNow: the column is shown as the message's error.
+	ErrorNow, DispatchNow bool    `json:"-"`
+	Events                []event `json:"-"` // the timeline between enqueued and now
+	// Unrecorded: passes it made may have left no trace (done, or passed
+	// at stages it never failed at); the timeline says so.
+	Unrecorded bool `json:"-"`
 }
 
 // messageID reads the {id} of the path, or answers 400 and returns false;
@@ -104,6 +120,14 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB
 			page.Controls = append(page.Controls, c)
 		}
 	}
+	var old []oldError
+	page.CurrentError, old = errorsOf(m)
+	live := !m.Status.Finished()
+	page.ErrorNow = m.Error != nil && (live || page.CurrentError == "error")
+	page.DispatchNow = m.DispatchError != nil && (live || page.CurrentError == "dispatch_error")
+	page.OldErrors = append([]oldError{}, old...)
+	page.Events, page.Passed = timeline(m, old)
+	page.Unrecorded = m.Status == queue.Done || len(page.Passed) > 0
 	if m.Status == queue.Failed {
 		page.Group = admin.FoldReason(m.Error, m.DispatchError)
 		page.GroupURL = groupURL(m.Stage, page.Group)

@@ -29,7 +29,8 @@ type stageRow struct {
 	// OldestPending is how long the oldest pending message has waited,
 	// in seconds; 0 when none is pending.
 	OldestPending float64 `json:"oldest_pending_seconds"`
-	// Failures are the stage's failed passes over the charts' window.
+	// Failures are the stage's failed passes and failed messages over the
+	// charts' window.
 	Failures failures `json:"failures"`
 	// Backlog is whether its pending messages grow or drain.
 	Backlog backlogTrend `json:"backlog"`
@@ -52,13 +53,21 @@ type stageRow struct {
 	NoSection bool `json:"-"`
 }
 
-// failures is a stage's failed passes over a span.
+// failures is a stage's failed passes over a span, and its failed
+// messages over the window.
 type failures struct {
 	Known  bool    `json:"known"`  // false until the server has two samples
-	Failed int64   `json:"failed"` // failed answers, protocol errors, timeouts and crashes
+	Failed int64   `json:"failed"` // failed passes: failed answers, protocol errors, timeouts and crashes
 	Passes int64   `json:"passes"` // every pass, ok or failed
 	Share  float64 `json:"share"`  // Failed / Passes, 0 without passes
 	Span   float64 `json:"span_seconds"`
+	// Messages are the failed messages: those that failed within the
+	// window and are failed still, whether the stage failed them itself
+	// (pepsi.fail(), in a pass that ended ok) or their failed passes ran
+	// out of retries. Read from the queue, not sampled: known always.
+	Messages int64   `json:"failed_messages"`
+	Window   float64 `json:"-"` // the failed messages' span, seconds
+	URL      string  `json:"-"` // the list of those failed messages
 }
 
 // cell is one count of the overview with the list of its messages.
@@ -192,6 +201,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		}
 	}
 	at := time.Now()
+	dead, err := db.FailedMessages(ctx, at, d.opts.Window/chartBins, chartBins)
+	if err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
 	var charts [][]bin
 	for _, s := range order {
 		x := rows[s]
@@ -212,6 +226,12 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 			if p > 0 {
 				x.Failures.Share = float64(f) / float64(p)
 			}
+		}
+		x.Failures.Window = d.opts.Window.Seconds()
+		x.Failures.URL = queryOf("/messages", "stage", s, "status", string(queue.Failed), "newer", strconv.Itoa(int(d.opts.Window.Seconds())))
+		for i, n := range dead[s] {
+			x.Throughput[i].FailedMessages = n
+			x.Failures.Messages += n
 		}
 		x.Backlog = d.counts.trend(s, x.Counts[string(queue.Pending)], counts.at)
 		for _, st := range queue.Statuses {

@@ -132,7 +132,10 @@ func TestOverviewCells(t *testing.T) {
 		`<th>stage</th><th class="n">failed</th><th class="n">pending</th><th class="n" title="failed passes`,
 		`<td class="n failed"><a href="/messages?stage=a&amp;status=failed">1</a></td>`,
 		`<td class="n zero"><a href="/messages?stage=a&amp;status=pending">0</a></td>`,
-		`<td class="n quiet" title="not sampled long enough yet">–</td>`, // the failures of the last minutes
+		// The failures of the last minutes: no failed pass sampled yet,
+		// and the failed message.
+		`<td class="n failing"><a class="dead" href="/messages?newer=900&amp;stage=a&amp;status=failed" title="messages that failed over the last 15 min and are failed still`,
+		`>1 failed message</a></td>`,
 		`<td class="trend unknown">`,
 		`data-refresh="10"`, `<noscript><meta http-equiv="refresh" content="10"></noscript>`,
 		`updated <time datetime="`, `<a class="refresh" href="/?refresh=0">stop</a>`,

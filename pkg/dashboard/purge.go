@@ -29,7 +29,7 @@ func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 	page.Next = queryOf("/messages", "stage", p.Stage, "status", p.Status)
 	if p.ticked() {
 		page.Next = "/messages"
-		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil
+		return d.bulk(&selectionAction{kind: "purge", sel: p.selection()}, "purge", p, change{}, false, r), page, nil
 	}
 	if !p.status.Finished() {
 		if p.status == "" {
@@ -38,7 +38,7 @@ func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 		return nil, page, fmt.Errorf("status %s: the dashboard purges done, failed or cancelled messages only (pepsi queue purge --force does the others)", p.status)
 	}
 	if p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches() {
-		return &selectionAction{kind: "purge", sel: p.selection()}, page, nil
+		return d.bulk(&selectionAction{kind: "purge", sel: p.selection()}, "purge", p, change{}, false, r), page, nil
 	}
 	if p.Older == "" {
 		if p.Scope != "filter" {
@@ -47,7 +47,7 @@ func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 		page.What += " (of any age)"
 	}
 	// pepsi queue purge --status S [--stage NAME] --older-than AGE.
-	return &purge{params: admin.PurgeParams{Status: p.status, Stage: p.Stage, OlderThan: p.older}}, page, nil
+	return d.bulk(&purge{params: admin.PurgeParams{Status: p.status, Stage: p.Stage, OlderThan: p.older}}, "purge", p, change{}, false, r), page, nil
 }
 
 func (a *purge) count(ctx context.Context, db *admin.DB, page *actionPage) error {

@@ -48,7 +48,7 @@ func (d *Dashboard) parseRetry(r *http.Request) (action, actionPage, error) {
 		page.Next = "/messages/" + strconv.FormatInt(id, 10)
 		return &retry{params: admin.RedriveParams{IDs: []int64{id}, ToStage: c.ToStage, Priority: c.Priority}, change: c.what()}, page, nil
 	case p.ticked():
-		return &selectionAction{kind: "retry", sel: p.selection(), change: c}, page, nil
+		return d.bulk(&selectionAction{kind: "retry", sel: p.selection(), change: c}, "retry", p, c, false, r), page, nil
 	}
 	if p.status == "" {
 		return nil, page, errors.New(`status: unknown status "": a retry of a list's messages takes a status (failed, paused, done or running)`)
@@ -58,9 +58,10 @@ func (d *Dashboard) parseRetry(r *http.Request) (action, actionPage, error) {
 	}
 	if p.Older == "" && p.Newer == "" && p.Text == "" && !p.searches() {
 		// pepsi queue retry --status S [--stage NAME] (and a failure group).
-		return &retry{params: admin.RedriveParams{Status: p.status, Stage: p.Stage, Reason: p.Reason, ToStage: c.ToStage, Priority: c.Priority}}, page, nil
+		a := &retry{params: admin.RedriveParams{Status: p.status, Stage: p.Stage, Reason: p.Reason, ToStage: c.ToStage, Priority: c.Priority}}
+		return d.bulk(a, "retry", p, c, false, r), page, nil
 	}
-	return &selectionAction{kind: "retry", sel: p.selection(), change: c}, page, nil
+	return d.bulk(&selectionAction{kind: "retry", sel: p.selection(), change: c}, "retry", p, c, false, r), page, nil
 }
 
 func (a *retry) count(ctx context.Context, db *admin.DB, page *actionPage) error {

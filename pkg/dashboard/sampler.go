@@ -33,6 +33,10 @@ type bin struct {
 	Known  bool      `json:"known"` // false before enough samples were taken
 	OK     float64   `json:"ok_per_second"`
 	Failed float64   `json:"failed_per_second"`
+	// FailedMessages are the messages that failed in the bar's span and
+	// are failed still (see failures.Messages): read from the queue, not
+	// sampled.
+	FailedMessages int64 `json:"failed_messages"`
 }
 
 // sampler keeps the samples of the last window.

@@ -92,14 +92,15 @@ func TestSamplerSumsWriters(t *testing.T) {
 
 // TestChart: bars on the scale given (one for every stage), ok below
 // failed, titles with the rates and the failed share, unknown bars drawn
-// flat, the failed share in its lane under the axis (2 % visible), an axis
+// flat, the failed share in its lane under the axis (2 % visible), the
+// failed messages in theirs under it, an axis
 // with ticks and the window's ends.
 func TestChart(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	bins := []bin{
 		{Start: t0, End: t0.Add(time.Minute)},
 		{Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute), Known: true, OK: 3, Failed: 1},
-		{Start: t0.Add(2 * time.Minute), End: t0.Add(3 * time.Minute), Known: true, OK: 2},
+		{Start: t0.Add(2 * time.Minute), End: t0.Add(3 * time.Minute), Known: true, OK: 2, FailedMessages: 6}, // of 120 passes: 5 %
 		{Start: t0.Add(3 * time.Minute), End: t0.Add(4 * time.Minute), Known: true, OK: 4.9, Failed: 0.1},
 	}
 	if top := chartTop(bins, []bin{{Known: true, OK: 7}}); top != 8 {
@@ -107,11 +108,13 @@ func TestChart(t *testing.T) {
 	}
 	svg := string(chartSVG(bins, 10, "15 min"))
 	for _, want := range []string{
-		`<svg class="chart" width="46" height="60"`,
+		`<svg class="chart" width="46" height="66"`,
 		`aria-label="throughput, 5.0/s in the last bar; scale to 10/s"`,
 		`<title>12:00:00–12:01:00 UTC: not sampled</title>`,
-		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed (25` + nnbsp + `%)</title>`,
-		`<rect class="ok" x="12" y="25.2" width="10" height="10.8"`, // 3 of 10: 30 % of 36 px
+		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed passes (25` + nnbsp + `%)</title>`,
+		`<title>12:02:00–12:03:00 UTC: 2.0/s ok, 0/s failed passes (0` + nnbsp + `%); 6 failed messages</title>`,
+		`<rect class="dead" x="24" y="49.5" width="10" height="3.0"`, // 5 % of the passes: half the lane
+		`<rect class="ok" x="12" y="25.2" width="10" height="10.8"`,  // 3 of 10: 30 % of 36 px
 		`<rect class="failed" x="12" y="21.6" width="10" height="3.6"`,
 		`<rect class="share" x="12" y="37.5" width="10" height="12.0"`, // 25 %: the lane full
 		`<rect class="ok" x="24" y="28.8" width="10" height="7.2"`,
@@ -122,8 +125,8 @@ func TestChart(t *testing.T) {
 			t.Errorf("chart lacks %s:\n%s", want, svg)
 		}
 	}
-	if strings.Count(svg, `class="share"`) != 2 {
-		t.Errorf("a failed share where none failed:\n%s", svg)
+	if strings.Count(svg, `class="share"`) != 2 || strings.Count(svg, `class="dead"`) != 1 {
+		t.Errorf("a failed share where none failed, or failed messages where none failed:\n%s", svg)
 	}
 	// The same rates on a larger scale draw smaller bars.
 	if small := string(chartSVG(bins, 100, "15 min")); !strings.Contains(small, `<rect class="ok" x="12" y="34.9" width="10" height="1.1"`) {

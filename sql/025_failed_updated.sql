@@ -1,0 +1,15 @@
+-- pepsi schema, version 25: the failed messages of the last minutes, found
+-- by when they failed (issue 54).
+--
+-- The dashboard's overview counts, per stage, the messages that failed
+-- within its charts' window (15 min) and still are failed: those a stage
+-- dead-lettered itself (pepsi.fail(), a fail move, in a pass that ended
+-- ok), which its failed passes do not show, and those whose failed passes
+-- ran out of retries. It reads pepsi.state_failed by updated_at, which this
+-- index gives as a range: the failed messages are kept until retried or
+-- purged, and grow to millions where nobody purges them.
+--
+-- Cost: one index entry per message that fails (a few in a hundred), none
+-- for the others; the CREATE reads state_failed once and blocks writes to
+-- it (messages failing) meanwhile.
+CREATE INDEX state_failed_updated ON pepsi.state_failed (updated_at);
