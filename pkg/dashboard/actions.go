@@ -79,7 +79,7 @@ var verbs = map[string]verb{
 	"hold": {"Hold", "Held", "Hold, so that they are never claimed until released, keeping their place (id, key, deduplication key),",
 		"pepsi queue hold"},
 	"release": {"Release", "Released", "Release, back to pending (or paused until their retry or scheduled time),", "pepsi queue release"},
-	"cancel": {"Cancel", "Cancelled", "Cancel, ending them failed with the error \"cancelled by USER\" and their deduplication keys free again,",
+	"cancel": {"Cancel", "Cancelled", "Cancel, ending them cancelled with the error \"cancelled by USER\" and their deduplication keys free again,",
 		"pepsi queue cancel"},
 	"pause":  {"Pause", "Paused", "Pause: every dispatcher hands nothing new to", "pepsi queue pause"},
 	"resume": {"Resume", "Resumed", "Resume: the dispatchers hand out again the pending messages of", "pepsi queue resume"},
