@@ -13,6 +13,8 @@
 #   make bench-vet    go vet of the bench module (make test leaves it out)
 #   make install      PREFIX=/usr/local, DESTDIR honoured
 #   make uninstall    removes what install installed
+#   make deb          dist/pepsi_VERSION_ARCH.deb, the Debian package
+#                     (scripts/deb, contrib/debian/; DIST=DIR elsewhere)
 #   make man          check the hand-written man pages, render them in bin/man
 #   make schema       sql/schema.sql, the schema of a freshly migrated database
 #                     (pg_dump), which TestSchemaFile checks
@@ -65,7 +67,7 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 
 .DEFAULT_GOAL := build
-.PHONY: all build test fmt-check vet staticcheck lint-man man screenshot bench bench-go bench-peers bench-build bench-vet install uninstall clean demo
+.PHONY: all build test fmt-check vet staticcheck lint-man man screenshot bench bench-go bench-peers bench-build bench-vet install uninstall deb clean demo
 
 all: build
 
@@ -206,8 +208,14 @@ uninstall:
 	      $(foreach p,$(MAN5),'$(DESTDIR)$(MANDIR)/man5/$(notdir $(p))') \
 	      $(foreach p,$(MAN7),'$(DESTDIR)$(MANDIR)/man7/$(notdir $(p))')
 
+# The Debian package, built with dpkg-deb from the same VERSION as make
+# build (its own binary: static and stripped); see contrib/debian/README.md.
+DIST ?= dist
+deb:
+	@GO='$(GO)' VERSION='$(VERSION)' bash scripts/deb '$(DIST)'
+
 clean:
-	rm -rf bin cover.out coverage.out *.test *.prof
+	rm -rf bin dist cover.out coverage.out *.test *.prof
 
 # The demo pipeline (contrib/demo) on the server of PEPSI_DSN, else on the
 # private cluster; see scripts/demo.

@@ -8,7 +8,8 @@
 // the demo pipeline that `make demo` runs (demo/), and the configuration
 // of README's "A pipeline of your own" (pipeline/pepsi.conf, two stages of
 // go/stage). The tests in this directory run each example under a real
-// dispatcher, and follow that README section.
+// dispatcher, and follow that README section. debian/ holds the Debian
+// package's own files (make deb; TestDeb builds and checks the package).
 //
 // Each example adds the header STAGE = LANGUAGE to the message it is
 // given, fails an empty payload ("empty payload"), pauses the payload
