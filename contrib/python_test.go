@@ -25,7 +25,7 @@ const pythonInstall = "apt-get install -y python3-psycopg python3-pip python3-ve
 func pythonVenv(t *testing.T) (python, src string) {
 	t.Helper()
 	need(t, "Debian's python3 with psycopg 3, pip and venv", pythonInstall,
-		"/usr/bin/python3", "-c", "import psycopg, pip, setuptools, venv")
+		"/usr/bin/python3", "-c", "import setuptools, psycopg, pip, venv")
 	dir := testkit.Make(t, "python-venv", func(dir string) error {
 		if err := os.CopyFS(filepath.Join(dir, "src"), os.DirFS("python")); err != nil {
 			return err
