@@ -119,6 +119,22 @@ class TestPipeline(unittest.TestCase):
         self.assertEqual([(r.status, r.error, r.attempts) for r in rows], [("done", "", 1), ("failed", "empty payload", 1), ("done", "", 2)])
         self.assertEqual(rows[0].headers, {"test": "python"})
 
+    def test_one_trip(self) -> None:
+        """run_one_trip: the queued work and the move commit together; an
+        error in a queued statement fails the pass, rolled back whole."""
+        with Pipeline([Stage("t", program(os.path.join(HERE, "stages", "onetrip.py")), queue_limit=4, settings={"RETRIES": "0"})]) as p:
+            ids = p.enqueue("t", *[b"x"] * 20)
+            p.wait_settled()
+            rows = [p.row(i) for i in ids]
+            for mid, r in zip(ids, rows):
+                if mid % 5:
+                    self.assertEqual((r.status, r.headers), ("done", {"t": "onetrip"}))
+                else:
+                    self.assertEqual(r.status, "failed", r)
+                    self.assertIn("division by zero", r.dispatch_error)
+                    self.assertEqual(r.headers, {}, "the work of a failed pass was committed")
+            self.check(p)
+
 
 if __name__ == "__main__":
     unittest.main()
