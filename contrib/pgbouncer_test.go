@@ -40,7 +40,7 @@ const bouncerPool = 3
 // it treats a missing tool as TestExamples does; the refused dispatcher is
 // the real pepsi binary.
 func TestPgBouncer(t *testing.T) {
-	need(t, "python3 with psycopg2", "apt-get install -y python3-psycopg2", "/usr/bin/python3", "-c", "import psycopg2")
+	py := pythonStage(t)
 	b := startPgBouncer(t)
 	bin := t.TempDir()
 	for _, pkg := range []string{"./go/stage", "../cmd/pepsi"} {
@@ -49,10 +49,6 @@ func TestPgBouncer(t *testing.T) {
 		}
 	}
 	goStage, pepsi := filepath.Join(bin, "stage"), filepath.Join(bin, "pepsi")
-	py, err := filepath.Abs("python/stage.py")
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	start := time.Now()
 	p := workertest.StartWith(t, workertest.Options{WorkerDSN: b.dsn},
@@ -151,7 +147,7 @@ func TestPgBouncer(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	refusedAt := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	refusal := time.Since(refusedAt)
 	const want = "pepsi dispatch: the dispatcher needs a direct or session-mode connection to PostgreSQL, not a pooler in transaction mode: "
 	if code := cmd.ProcessState.ExitCode(); code != 1 || stdout.Len() != 0 ||

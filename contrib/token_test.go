@@ -14,7 +14,8 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 )
 
-// TestPythonTokens: the Python examples, told PEPSI_PROTOCOL=2, say hello
+// TestPythonTokens: the Python examples (stage.py on the package
+// pepsi-stage, onetrip.py on psycopg2), told PEPSI_PROTOCOL=2, say hello
 // first and take id lines with a token and without: a current token's
 // pass and a bare id are moved, and a token that is not the message's
 // current pass is refused, its work rolled back. Without PEPSI_PROTOCOL
@@ -22,10 +23,19 @@ import (
 func TestPythonTokens(t *testing.T) {
 	t.Parallel()
 	need(t, "python3 with psycopg2", "apt-get install -y python3-psycopg2", "/usr/bin/python3", "-c", "import psycopg2")
+	py, _ := pythonVenv(t)
 	db, dsn := pgtest.New(t)
 	ctx := context.Background()
 	for _, program := range []string{"python/stage.py", "python/onetrip.py"} {
 		t.Run(filepath.Base(program), func(t *testing.T) {
+			// stage.py runs on the package pepsi-stage, in its virtualenv;
+			// onetrip.py on Debian's python3 with psycopg2 (its first line).
+			run := func(abs string, args ...string) *exec.Cmd {
+				if program == "python/stage.py" {
+					return exec.Command(py, append([]string{abs}, args...)...)
+				}
+				return exec.Command(abs, args...)
+			}
 			c := db.Claimed(t, "a", []byte("x"), []byte("x"), []byte("x"))
 			ids := []int64{c[0].ID, c[1].ID, c[2].ID}
 			pass := map[int64]int64{}
@@ -40,7 +50,7 @@ func TestPythonTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(abs, "--next", "b")
+			cmd := run(abs, "--next", "b")
 			cmd.Env = append(os.Environ(), "PEPSI_DSN="+dsn, "PEPSI_STAGE=a", "PEPSI_PROTOCOL=2")
 			cmd.Stdin = strings.NewReader(in)
 			var out, errb bytes.Buffer
@@ -67,7 +77,7 @@ func TestPythonTokens(t *testing.T) {
 			}
 
 			// Not told the protocol: no hello.
-			cmd = exec.Command(abs)
+			cmd = run(abs)
 			cmd.Env = append(os.Environ(), "PEPSI_DSN="+dsn, "PEPSI_STAGE=a", "PEPSI_PROTOCOL=")
 			if out, err := cmd.Output(); err != nil || len(out) != 0 {
 				t.Errorf("without PEPSI_PROTOCOL at EOF: %v, stdout %q; want nothing", err, out)

@@ -70,6 +70,28 @@ func Build(t testing.TB, pkg string, flags ...string) string {
 	return b.path
 }
 
+// Make makes something other than a Go program (a Python virtualenv,
+// say) once per test binary, however many tests ask, in a directory of its
+// own that Main removes, and returns that directory. name tells one from
+// another; a failure of make fails each test that asks.
+func Make(t testing.TB, name string, make func(dir string) error) string {
+	t.Helper()
+	b, err := lookup("make:"+name, nil)
+	if err != nil {
+		t.Fatalf("testkit: make %s: %v", name, err)
+	}
+	dir := filepath.Dir(b.path)
+	b.once.Do(func() {
+		if b.err = os.MkdirAll(dir, 0o755); b.err == nil {
+			b.err = make(dir)
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("testkit: make %s: %v", name, b.err)
+	}
+	return dir
+}
+
 // lookup returns the build of pkg with flags, new if it is the first ask.
 func lookup(pkg string, flags []string) (*build, error) {
 	builds.Lock()

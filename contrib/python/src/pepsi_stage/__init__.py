@@ -1,0 +1,216 @@
+"""pepsi_stage: pepsi stage programs in Python, the stage side of the worker
+protocol (pepsi-worker(7)) around one function, as Go's pkg/worker.
+
+A stage is a handler and a call to run:
+
+    from pepsi_stage import Advance, Fail, run
+
+    def handle(m, cur):
+        if not m.payload:
+            return Fail("empty payload")
+        cur.execute("INSERT INTO seen (id) VALUES (%s) ON CONFLICT DO NOTHING", (m.id,))
+        return Advance("deliver")
+
+    run(handle)
+
+run reads -c FILE (the dispatcher appends it to PROGRAM; other arguments
+are the stage's own), connects to the database once ($PEPSI_DSN, which the
+dispatcher sets, else [database] DSN of the configuration file), and serves
+message ids from stdin until end of file. Each pass is a transaction that
+reads the message and checks that it is running (its pass, given a token),
+calls the handler with the Message and a cursor in that transaction, and
+then makes the move it returns with the SQL API (pepsi.advance,
+pepsi.finish, pepsi.pause, pepsi.fail) and commits, before the answer "0".
+Statements the handler queued (Message.queue), the move and COMMIT go out
+in one round trip, in psycopg's pipeline mode, with the next message's
+BEGIN and read when its id has come already.
+
+A handler that raises rolls the pass back and answers "1 # reason". A lost
+connection answers 75 (the message is put back, not counted) and exits 75.
+SIGTERM stops at once: the message in hand is rolled back, unanswered, and
+the program exits 0. Serialization failures and deadlocks run the pass
+again, up to three times. When $PEPSI_PROTOCOL is 2 or more, run asks for
+pass tokens ("hello token") and presents each pass's token on its move.
+
+An async def handler gets a psycopg.AsyncCursor and runs on an asyncio
+event loop, with an AsyncConnection. run_one_trip serves a handler whose
+work is only queued statements, each pass in one round trip with no read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import signal
+import sys
+from typing import Any, NoReturn, overload
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ._async import AsyncCursor, AsyncHandler, AsyncRunner
+from ._async import behind_pooler as _async_behind_pooler
+from ._config import ConfigError, config_arg, resolve_dsn
+from ._message import Advance, Fail, Finish, Message, Move, Pause
+from ._protocol import HELLO_TOKEN, NOT_RUN, LineReader, Writer, env_protocol
+from ._sync import Cursor, Handler, OneTripHandler, SyncRunner, behind_pooler
+
+__all__ = [
+    "Advance",
+    "AsyncCursor",
+    "AsyncHandler",
+    "Cursor",
+    "Fail",
+    "Finish",
+    "Handler",
+    "Message",
+    "Move",
+    "NOT_RUN",
+    "OneTripHandler",
+    "Pause",
+    "main",
+    "run",
+    "run_one_trip",
+]
+
+
+class _Stop(BaseException):
+    """SIGTERM or SIGINT: stop at once (not an Exception, which handlers catch)."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop()
+
+
+def _logger(name: str) -> logging.Logger:
+    log = logging.getLogger("pepsi_stage")
+    if not log.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter(name + ": %(levelname)s %(message)s"))
+        log.addHandler(h)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+def _connect_args(dsn: str, app: str) -> dict[str, Any]:
+    """psycopg.connect's keyword arguments: application_name unless the DSN
+    names one."""
+    try:
+        named = "application_name" in conninfo_to_dict(dsn)
+    except psycopg.Error:
+        named = False
+    kw: dict[str, Any] = {"autocommit": True}
+    if not named:
+        kw["application_name"] = app
+    return kw
+
+
+def _protocol_fd() -> int:
+    """The status lines' file descriptor: a copy of stdout's, while fd 1 and
+    sys.stdout become stderr, so that a print() in a handler is a log line,
+    not a protocol error."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return fd
+
+
+@overload
+def main(handler: Handler, *, argv: list[str] | None = None) -> int: ...
+@overload
+def main(handler: AsyncHandler, *, argv: list[str] | None = None) -> int: ...
+def main(handler: Handler | AsyncHandler, *, argv: list[str] | None = None) -> int:
+    """Serve handler on stdin and stdout as a stage program; return the exit
+    status: 0 at end of file or after SIGTERM, 75 when the database cannot
+    be reached or the connection is lost, 1 when stdout breaks, 2 for a
+    configuration error. argv defaults to sys.argv[1:]."""
+    return _main(handler, argv, one_trip=False)
+
+
+def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
+    name = os.path.basename(sys.argv[0] or "pepsi-stage")
+    log = _logger(name)
+    try:
+        dsn = resolve_dsn(config_arg(sys.argv[1:] if argv is None else argv))
+    except ConfigError as e:
+        log.error("%s", e)
+        return 2
+    stage = os.environ.get("PEPSI_STAGE", "")
+    out = Writer(_protocol_fd())
+    reader = LineReader(sys.stdin.fileno())
+    prev = signal.signal(signal.SIGTERM, _raise_stop)
+    prev_int = signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        if env_protocol() >= 2:
+            # First, before connecting: ids the dispatcher writes before it
+            # reads the hello come without their tokens.
+            out.write(HELLO_TOKEN.encode() + b"\n")
+        kw = _connect_args(dsn, "pepsi-worker " + (stage or name))
+        if inspect.iscoroutinefunction(handler):
+            return asyncio.run(_amain(handler, dsn, kw, stage, log, reader, out))
+        try:
+            conn = psycopg.connect(dsn, **kw)
+        except psycopg.Error as e:
+            log.error("connect to database: %s", " ".join(str(e).split()))
+            return NOT_RUN
+        with conn:
+            if behind_pooler(conn):
+                conn.prepare_threshold = None
+            return SyncRunner(conn, handler, stage, log, one_trip).loop(reader, out)
+    except _Stop:
+        return 0  # the message in hand is rolled back by the server, unanswered
+    except OSError as e:
+        log.error("writing status lines: %s", e)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, prev)
+        signal.signal(signal.SIGINT, prev_int)
+
+
+async def _amain(
+    handler: AsyncHandler, dsn: str, kw: dict[str, Any], stage: str, log: logging.Logger, reader: LineReader, out: Writer
+) -> int:
+    # SIGTERM cancels this task: whatever it awaits raises CancelledError.
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        conn = await psycopg.AsyncConnection.connect(dsn, **kw)
+    except psycopg.Error as e:
+        log.error("connect to database: %s", " ".join(str(e).split()))
+        return NOT_RUN
+    except asyncio.CancelledError:
+        return 0
+    try:
+        if await _async_behind_pooler(conn):
+            conn.prepare_threshold = None
+        return await AsyncRunner(conn, handler, stage, log).loop(reader, out)
+    except asyncio.CancelledError:
+        return 0  # the message in hand is rolled back by the server, unanswered
+    finally:
+        conn.pgconn.finish()  # no await: stop at once
+
+
+@overload
+def run(handler: Handler) -> NoReturn: ...
+@overload
+def run(handler: AsyncHandler) -> NoReturn: ...
+def run(handler: Handler | AsyncHandler) -> NoReturn:
+    """Serve handler as a stage program (see main) and exit with its status."""
+    sys.exit(_main(handler, None, one_trip=False))
+
+
+def run_one_trip(handler: OneTripHandler) -> NoReturn:
+    """Serve a handler whose work is statements queued with Message.queue,
+    each pass in one round trip: the handler runs first, knowing only the
+    message's id, token and stage; then BEGIN, its statements, the move and
+    COMMIT go out together. The move's UPDATE locks the queue row and
+    refuses a message no longer running (this pass), which rolls the work
+    back with it. Exits as run does."""
+    sys.exit(_main(handler, None, one_trip=True))
