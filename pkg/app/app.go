@@ -34,7 +34,9 @@ func Main(args []string, version string) int {
 	return run(args, version, os.Stdout, os.Stderr, os.Stdin)
 }
 
-// run is Main with its streams as arguments, for tests.
+// run is Main with its streams as arguments, for tests. "pepsi
+// __complete …" (or "pepsi-COMMAND __complete …") is the shell completion
+// hook: see complete.
 func run(args []string, version string, stdout, stderr io.Writer, stdin io.Reader) int {
 	app := New(version, stdout, stderr, stdin)
 	if len(args) > 1 && args[1] == completeArg {

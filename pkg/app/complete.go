@@ -115,7 +115,7 @@ func complete(app *cli.App, words []string, w io.Writer) {
 				out = append(out, c.Name)
 			}
 		}
-		if cmd == nil && strings.HasPrefix("help", cur) && !slices.Contains(words, "help") {
+		if cmd == nil && strings.HasPrefix("help", cur) && !slices.Contains(words[:len(words)-1], "help") {
 			out = append(out, "help")
 		}
 	}

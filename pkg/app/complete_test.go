@@ -80,6 +80,7 @@ func TestComplete(t *testing.T) {
 		{args: []string{""}, want: append(slices.Clone(commands), "help")},
 		{args: []string{"-c", conf, "q"}, want: []string{"queue"}},
 		{args: []string{"help", "mi"}, want: []string{"migrate"}},
+		{args: []string{"hel"}, want: []string{"help"}},
 		{args: []string{"queue", "p"}, want: []string{"purge", "pause"}},
 		{args: []string{"-"}, want: []string{"--config", "-c", "--version", "--help", "-h"}},
 		{args: []string{"enqueue", "--l"}, want: []string{"--lines"}},
