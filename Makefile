@@ -44,6 +44,8 @@ GOFLAGS_BUILD ?= -trimpath
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 ALIASES  := pepsi-dispatch pepsi-enqueue pepsi-queue pepsi-stats pepsi-migrate pepsi-httpd pepsi-doctor
 
 PKGS      ?= ./...
@@ -189,6 +191,10 @@ install: build
 	install -d '$(DESTDIR)$(BINDIR)'
 	install -m 0755 bin/pepsi '$(DESTDIR)$(BINDIR)/pepsi'
 	for n in $(ALIASES); do ln -sfn pepsi '$(DESTDIR)$(BINDIR)'/$$n || exit 1; done
+	install -d '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)'
+	install -m 0644 contrib/completion/pepsi.bash '$(DESTDIR)$(BASHCOMPDIR)/pepsi'
+	for n in $(ALIASES); do ln -sfn pepsi '$(DESTDIR)$(BASHCOMPDIR)'/$$n || exit 1; done
+	install -m 0644 contrib/completion/_pepsi '$(DESTDIR)$(ZSHCOMPDIR)/_pepsi'
 ifneq ($(MAN1),)
 	install -d '$(DESTDIR)$(MANDIR)/man1'
 	install -m 0644 $(MAN1) '$(DESTDIR)$(MANDIR)/man1/'
@@ -204,6 +210,8 @@ endif
 
 uninstall:
 	rm -f '$(DESTDIR)$(BINDIR)/pepsi' $(foreach n,$(ALIASES),'$(DESTDIR)$(BINDIR)/$(n)')
+	rm -f '$(DESTDIR)$(BASHCOMPDIR)/pepsi' $(foreach n,$(ALIASES),'$(DESTDIR)$(BASHCOMPDIR)/$(n)') \
+	      '$(DESTDIR)$(ZSHCOMPDIR)/_pepsi'
 	rm -f $(foreach p,$(MAN1),'$(DESTDIR)$(MANDIR)/man1/$(notdir $(p))') \
 	      $(foreach p,$(MAN5),'$(DESTDIR)$(MANDIR)/man5/$(notdir $(p))') \
 	      $(foreach p,$(MAN7),'$(DESTDIR)$(MANDIR)/man7/$(notdir $(p))')

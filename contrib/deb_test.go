@@ -17,9 +17,10 @@ import (
 // (no error, no warning), and checks what it holds: the binary and its
 // pepsi-COMMAND links, the man pages, the units (systemd-analyze verify,
 // against the package's own binary), the conffile, the maintainer
-// scripts. Unpacked with dpkg-deb -x, never installed: the binary prints
-// its version, answers --help through a link, and migrates a database
-// with the packaged pepsi.conf once its DSN is set.
+// scripts, the shell completion. Unpacked with dpkg-deb -x, never
+// installed: the binary prints its version, answers --help through a
+// link, migrates a database with the packaged pepsi.conf once its DSN is
+// set, and completes pepsi-queue's commands in bash.
 func TestDeb(t *testing.T) {
 	t.Parallel()
 	need(t, "dpkg-deb", "apt-get install -y dpkg", "dpkg-deb", "--version")
@@ -119,9 +120,12 @@ func checkDebContents(t *testing.T, deb string) {
 		"/usr/share/doc/pepsi/README.Debian.gz":                    {mode: "-rw-r--r--"},
 		"/usr/share/doc/pepsi/examples/prometheus/pepsi.rules.yml": {mode: "-rw-r--r--"},
 		"/usr/share/doc/pepsi/examples/pipeline/pepsi.conf":        {mode: "-rw-r--r--"},
+		"/usr/share/bash-completion/completions/pepsi":             {mode: "-rw-r--r--"},
+		"/usr/share/zsh/vendor-completions/_pepsi":                 {mode: "-rw-r--r--"},
 	}
 	for _, n := range aliases(t) {
 		want["/usr/bin/"+n] = entry{mode: "lrwxrwxrwx", target: "pepsi"}
+		want["/usr/share/bash-completion/completions/"+n] = entry{mode: "lrwxrwxrwx", target: "pepsi"}
 	}
 	pages, _ := filepath.Glob("../man/*.[157]")
 	if len(pages) < 10 {
@@ -205,6 +209,14 @@ func checkDebRuns(t *testing.T, root string) {
 	cmd.Env = append(os.Environ(), "MANPAGER=cat", "MANWIDTH=80", "LC_ALL=C.UTF-8")
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PEPSI-DISPATCH(1)") {
 		t.Errorf("man pepsi-dispatch: %v\n%.500s", err, out)
+	}
+
+	// Completion, as bash-completion loads it for a link: by its name.
+	comp := filepath.Join(root, "usr/share/bash-completion/completions/pepsi-queue")
+	cmd = exec.Command("bash", "-c", `. "$0" && COMP_WORDS=(pepsi-queue pa) COMP_CWORD=1 && _pepsi && echo "${COMPREPLY[*]}"`, comp)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "pause\n" {
+		t.Errorf("completion of pepsi-queue pa with %s: %v: %q, want pause", comp, err, out)
 	}
 
 	checkDebUnits(t, root)

@@ -34,9 +34,16 @@ func Main(args []string, version string) int {
 	return run(args, version, os.Stdout, os.Stderr, os.Stdin)
 }
 
-// run is Main with its streams as arguments, for tests.
+// run is Main with its streams as arguments, for tests. "pepsi
+// __complete …" (or "pepsi-COMMAND __complete …") is the shell completion
+// hook: see complete.
 func run(args []string, version string, stdout, stderr io.Writer, stdin io.Reader) int {
 	app := New(version, stdout, stderr, stdin)
+	if len(args) > 1 && args[1] == completeArg {
+		words := resolveAlias(append([]string{args[0]}, args[2:]...))[1:]
+		complete(app, words, stdout)
+		return 0
+	}
 	return report(stderr, app.RunContext(context.Background(), resolveAlias(args)))
 }
 
@@ -66,13 +73,12 @@ func New(version string, stdout, stderr io.Writer, stdin io.Reader) *cli.App {
 			configFlag(),
 			&cli.BoolFlag{Name: "version", Usage: "print the version and exit", DisableDefaultText: true},
 		},
-		Action:               rootAction,
-		HideVersion:          true, // --version is our own flag; no -v
-		HideHelpCommand:      true, // "pepsi help [COMMAND]" is handled by rootAction
-		EnableBashCompletion: true,
-		Writer:               stdout,
-		ErrWriter:            stderr,
-		Reader:               stdin,
+		Action:          rootAction,
+		HideVersion:     true, // --version is our own flag; no -v
+		HideHelpCommand: true, // "pepsi help [COMMAND]" is handled by rootAction
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Reader:          stdin,
 		// Run returns every error; Main prints it and picks the exit status.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
