@@ -197,13 +197,19 @@ class Pipeline:
             time.sleep(0.05)
 
     def wait_settled(self, timeout: float = 120) -> None:
-        """Wait until every message is done, failed or cancelled."""
+        """Wait until every message is done, failed or cancelled. Both
+        tables are read in one statement, one snapshot: read apart, an
+        admission committing between the two reads (pepsi.ingress to
+        pepsi.state) would hide its messages from both."""
         self.wait_for(
             "every message settled",
             timeout,
             lambda: bool(
-                self.one("SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed', 'cancelled')") == 0
-                and self.one("SELECT count(*) FROM pepsi.ingress") == 0
+                self.one(
+                    """SELECT (SELECT count(*) FROM pepsi.state WHERE status NOT IN ('done', 'failed', 'cancelled'))
+                            + (SELECT count(*) FROM pepsi.ingress)"""
+                )
+                == 0
             ),
         )
 
