@@ -172,15 +172,7 @@ func (b *bulk) apply(ctx context.Context, db *admin.DB, sel admin.Selection, use
 			}
 		}
 		p := admin.ControlParams{IDs: ids, By: user, Force: b.force}
-		var res admin.ControlResult
-		switch b.kind {
-		case "hold":
-			res, err = db.Hold(ctx, p)
-		case "release":
-			res, err = db.Release(ctx, p)
-		default:
-			res, err = db.Cancel(ctx, p)
-		}
+		res, err := applyControl(ctx, db, b.kind, p)
 		if errors.Is(err, admin.ErrNotFound) && try == 0 {
 			continue
 		}

@@ -122,6 +122,17 @@ func (a *messageControl) params(ctx context.Context, db *admin.DB, page *actionP
 	return p, len(p.IDs) > 0 || p.Status != "", nil
 }
 
+// applyControl runs the control kind (hold, release, cancel) with p.
+func applyControl(ctx context.Context, db *admin.DB, kind string, p admin.ControlParams) (admin.ControlResult, error) {
+	switch kind {
+	case "hold":
+		return db.Hold(ctx, p)
+	case "release":
+		return db.Release(ctx, p)
+	}
+	return db.Cancel(ctx, p)
+}
+
 // errTooMany is a filter that matches more messages than a control takes
 // by id.
 var errTooMany = errors.New("too many messages")
@@ -135,15 +146,7 @@ func (a *messageControl) run(ctx context.Context, db *admin.DB, page *actionPage
 			return err
 		}
 		p.DryRun = dry
-		var res admin.ControlResult
-		switch a.kind {
-		case "hold":
-			res, err = db.Hold(ctx, p)
-		case "release":
-			res, err = db.Release(ctx, p)
-		default:
-			res, err = db.Cancel(ctx, p)
-		}
+		res, err := applyControl(ctx, db, a.kind, p)
 		if errors.Is(err, admin.ErrNotFound) && a.one == 0 && try == 0 {
 			continue
 		}
