@@ -30,9 +30,11 @@ func TestDispatcherSessions(t *testing.T) {
 		cancel()
 		<-waited
 	})
+	// pg_locks.waitstart is null for a moment after a wait begins, so the
+	// standby counts as seen only once its wait has a start.
 	testkit.Wait(t, "a standby waiting", 30*time.Second, func() bool {
 		lk, err = db.DispatcherSessions(ctx, []string{"a", "b"})
-		return err == nil && len(lk.Standbys) == 1
+		return err == nil && len(lk.Standbys) == 1 && lk.Standbys[0].WaitingSince != nil
 	})
 	h := lk.Holder
 	if h == nil || h.ServerPID != int32(holder.PID()) || h.Since == nil || h.WaitingSince != nil || h.Host == "" || h.PID == 0 ||
@@ -83,7 +85,7 @@ func TestDispatcherSessionsStageSets(t *testing.T) {
 	var err error
 	testkit.Wait(t, "a standby waiting", 30*time.Second, func() bool {
 		lk, err = db.DispatcherSessions(ctx, stages)
-		return err == nil && len(lk.Standbys) == 1
+		return err == nil && len(lk.Standbys) == 1 && lk.Standbys[0].WaitingSince != nil
 	})
 	if lk.Holder != nil || len(lk.Running) != 2 {
 		t.Fatalf("dispatchers %+v", lk)

@@ -74,7 +74,7 @@ func TestOverview(t *testing.T) {
 	testkit.Wait(t, "the standby and the new counts", time.Minute, func() bool {
 		o = overviewJSON{}
 		s.getJSON("/", req{}, &o)
-		return len(o.Standbys) == 1 && o.Totals["pending"] == 6
+		return len(o.Standbys) == 1 && o.Standbys[0].WaitingSince != nil && o.Totals["pending"] == 6
 	})
 	var names []string
 	for _, st := range o.Stages {
