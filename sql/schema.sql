@@ -72,18 +72,55 @@ CREATE FUNCTION pepsi.cancel(p_ids bigint[], p_by text DEFAULT SESSION_USER, p_r
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    v_n bigint;
+    v_n       bigint;
+    v_ids     bigint[];
+    v_parents bigint[];
 BEGIN
     PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
-    UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
-                           timeout = NULL, updated_at = now(),
-                           ended = CASE WHEN status = 'running' THEN pass ELSE ended END,
-                           ended_as = CASE WHEN status = 'running' THEN 'c' ELSE ended_as END
-     WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    WITH c AS (
+        UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
+                               timeout = NULL, updated_at = now(),
+                               ended = CASE WHEN status = 'running' THEN pass ELSE ended END,
+                               ended_as = CASE WHEN status = 'running' THEN 'c' ELSE ended_as END
+         WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held', 'waiting') OR p_running AND status = 'running')
+        RETURNING id, parent
+    )
+    SELECT count(*), array_agg(c.id), array_agg(DISTINCT c.parent) FILTER (WHERE c.parent IS NOT NULL)
+      INTO v_n, v_ids, v_parents FROM c;
     IF v_n > 0 THEN
         PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+        -- Graphs (sql/functions/30_graph.sql): the unfinished children of a
+        -- cancelled message go with it; a cancelled child has ended, and may
+        -- be the last its parent's join waited for.
+        PERFORM pepsi.cancel_tree(v_ids, 'cancelled: its parent was cancelled');
+        IF v_parents IS NOT NULL THEN
+            PERFORM pepsi.joins(v_parents);
+        END IF;
     END IF;
+    RETURN v_n;
+END $$;
+
+-- FUNCTION cancel_tree(bigint[], text)
+CREATE FUNCTION pepsi.cancel_tree(p_ids bigint[], p_reason text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pepsi.state_live c WHERE c.parent = ANY (p_ids)) THEN
+        RETURN 0;
+    END IF;
+    WITH RECURSIVE tree (id, n) AS (
+        SELECT c.id, 1 FROM pepsi.state_live c WHERE c.parent = ANY (p_ids)
+        UNION ALL
+        SELECT c.id, t.n + 1 FROM tree t JOIN pepsi.state_live c ON c.parent = t.id WHERE t.n <= pepsi.spawn_depth()
+    )
+    UPDATE pepsi.state s SET status = 'cancelled', error = p_reason, timeout = NULL, updated_at = now(),
+                           ended = CASE WHEN s.status = 'running' THEN s.pass ELSE s.ended END,
+                           ended_as = CASE WHEN s.status = 'running' THEN 'c' ELSE s.ended_as END
+      FROM (SELECT DISTINCT id FROM tree) t
+     WHERE s.id = t.id AND s.status IN ('pending', 'running', 'paused', 'held', 'waiting');
+    GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;
 END $$;
 
@@ -127,6 +164,18 @@ BEGIN
             USING ERRCODE = '22008';
     END IF;
 END $$;
+
+-- FUNCTION children(bigint)
+CREATE FUNCTION pepsi.children(p_parent bigint) RETURNS TABLE(id bigint, stage text, status text, error text, result bytea, updated_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT s.id, s.stage, s.status,
+           CASE WHEN s.status IN ('failed', 'cancelled') THEN coalesce(s.error, s.dispatch_error) END,
+           s.result, s.updated_at
+      FROM pepsi.state s
+     WHERE s.parent = p_parent
+     ORDER BY s.id
+$$;
 
 -- FUNCTION cut_reason(text)
 CREATE FUNCTION pepsi.cut_reason(p_reason text) RETURNS text
@@ -281,6 +330,15 @@ BEGIN
         p_after := 0;
     END IF;
     IF v_name IS NOT NULL THEN
+        -- A finished child whose parent is unfinished is what a join will
+        -- read: it is kept, moved forward out of the range (its updated_at
+        -- becomes now), and expires a RETENTION after that.
+        EXECUTE format('SELECT array(SELECT c.id FROM pepsi.%I c WHERE c.parent IS NOT NULL
+                                       AND EXISTS (SELECT FROM pepsi.state_live p WHERE p.id = c.parent))', v_name)
+           INTO v_ids;
+        IF cardinality(v_ids) > 0 THEN
+            UPDATE pepsi.state SET updated_at = now() WHERE id = ANY (v_ids) AND status = 'done';
+        END IF;
         EXECUTE format('SELECT array(SELECT id FROM pepsi.%I WHERE id > $1 ORDER BY id LIMIT $2)', v_name)
            INTO v_ids USING p_after, p_batch;
         DELETE FROM pepsi.message m
@@ -307,6 +365,7 @@ BEGIN
     ), gone AS (
         DELETE FROM pepsi.state_done_default s USING batch b
          WHERE s.id = b.id AND b.updated_at <= now() - p_keep
+           AND NOT (s.parent IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live p WHERE p.id = s.parent))
         RETURNING s.id
     ), msg AS (
         DELETE FROM pepsi.message m USING gone g WHERE m.id = g.id RETURNING m.id
@@ -343,12 +402,16 @@ BEGIN
     END IF;
 END $$;
 
--- FUNCTION finish(bigint, bigint)
-CREATE FUNCTION pepsi.finish(p_id bigint, p_pass bigint DEFAULT NULL::bigint) RETURNS void
+-- FUNCTION finish(bigint, bigint, bytea)
+CREATE FUNCTION pepsi.finish(p_id bigint, p_pass bigint DEFAULT NULL::bigint, p_result bytea DEFAULT NULL::bytea) RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    UPDATE pepsi.state SET status = 'done', updated_at = now()
+    IF octet_length(p_result) > 65536 THEN
+        RAISE EXCEPTION 'pepsi.finish: message %: a result of % bytes: want at most 65536', p_id, octet_length(p_result)
+            USING ERRCODE = '22023';
+    END IF;
+    UPDATE pepsi.state SET status = 'done', updated_at = now(), result = p_result
      WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
         PERFORM pepsi.not_running('pepsi.finish', p_id, p_pass);
@@ -373,6 +436,78 @@ BEGIN
      WHERE id = ANY (p_ids) AND status IN ('pending', 'paused');
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;
+END $$;
+
+-- FUNCTION join(bigint, text, bigint)
+CREATE FUNCTION pepsi."join"(p_id bigint, p_stage text, p_pass bigint DEFAULT NULL::bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF pepsi.stage_ok(p_stage) IS NOT TRUE THEN
+        PERFORM pepsi.check_stage('pepsi.join', p_stage);
+    END IF;
+    UPDATE pepsi.state_live s SET status = 'waiting', stage = p_stage, timeout = NULL, attempts = 0, updated_at = now(),
+           flow_key = CASE WHEN EXISTS (SELECT FROM pepsi.flow_keys) THEN
+                          (SELECT pepsi.flow_key(m.headers ->> k.header) FROM pepsi.flow_keys k, pepsi.message m
+                            WHERE m.id = s.id AND k.stage = p_stage) END
+     WHERE s.id = p_id AND s.status = 'running' AND (p_pass IS NULL OR s.pass = p_pass);
+    IF NOT FOUND THEN
+        PERFORM pepsi.not_running('pepsi.join', p_id, p_pass);
+    END IF;
+END $$;
+
+-- FUNCTION joins(bigint[], text[])
+CREATE FUNCTION pepsi.joins(p_ids bigint[], p_all text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, stage text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_ids    bigint[] := p_ids;
+    v_locked bigint[];
+    v_failed bigint[];
+    v_n      bigint := 0;
+    v_level  integer;
+BEGIN
+    FOR v_level IN 0 .. pepsi.spawn_depth() LOOP
+        EXIT WHEN coalesce(cardinality(v_ids), 0) = 0;
+        SELECT array_agg(w.id) INTO v_locked FROM (
+            SELECT s.id FROM pepsi.state_live s
+             WHERE s.id = ANY (v_ids) AND s.status = 'waiting' AND s.handed IS NULL
+             ORDER BY s.id FOR UPDATE) w;
+        EXIT WHEN v_locked IS NULL;
+        v_failed := NULL;
+        IF p_all IS NOT NULL THEN
+            WITH bad AS (
+                SELECT s.id, c.id AS child, left(coalesce(c.error, c.dispatch_error, ''), 1000) AS why
+                  FROM pepsi.state_live s
+                 CROSS JOIN LATERAL (SELECT c.id, c.error, c.dispatch_error FROM pepsi.state_failed c
+                                      WHERE c.parent = s.id ORDER BY c.id LIMIT 1) c
+                 WHERE s.id = ANY (v_locked) AND s.status = 'waiting' AND NOT (s.stage = ANY (p_all))
+            ), f AS (
+                UPDATE pepsi.state s SET status = 'failed', updated_at = now(), timeout = NULL,
+                       error = 'child ' || b.child || ' failed' || CASE WHEN b.why = '' THEN '' ELSE ': ' || b.why END
+                  FROM bad b
+                 WHERE s.id = b.id AND s.status = 'waiting'
+                RETURNING s.id
+            )
+            SELECT array_agg(f.id) INTO v_failed FROM f;
+        END IF;
+        IF v_failed IS NOT NULL THEN
+            PERFORM pepsi.cancel_tree(v_failed, 'cancelled: its parent failed');
+        END IF;
+        RETURN QUERY
+        UPDATE pepsi.state_live s SET status = 'pending', updated_at = now()
+         WHERE s.id = ANY (v_locked) AND s.status = 'waiting'
+           AND NOT EXISTS (SELECT FROM pepsi.state_live c WHERE c.parent = s.id)
+        RETURNING s.id, s.stage;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n > 0 AND pepsi.armed() THEN
+            PERFORM pg_notify(x.ingress_channel, '') FROM pepsi.settings x;
+        END IF;
+        EXIT WHEN v_failed IS NULL;
+        -- A parent that failed has ended: its own parent's join is next.
+        SELECT array_agg(DISTINCT s.parent) INTO v_ids FROM pepsi.state_failed s
+         WHERE s.id = ANY (v_failed) AND s.parent IS NOT NULL;
+    END LOOP;
 END $$;
 
 -- FUNCTION message_ahead(bigint, integer)
@@ -612,6 +747,98 @@ BEGIN
     RETURN p_run_at;
 END $$;
 
+-- FUNCTION spawn(bigint, text, bytea, jsonb, integer, text, bigint)
+CREATE FUNCTION pepsi.spawn(p_parent bigint, p_stage text, p_payload bytea DEFAULT '\x'::bytea, p_headers jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 0, p_key text DEFAULT NULL::text, p_pass bigint DEFAULT NULL::bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    PERFORM pepsi.spawn_parent('pepsi.spawn', p_parent, p_stage, p_pass);
+    IF p_key = '' THEN
+        RAISE EXCEPTION 'pepsi.spawn: key must not be empty (NULL for none)' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(p_key) > 1024 THEN
+        RAISE EXCEPTION 'pepsi.spawn: key of % bytes: want at most 1024', octet_length(p_key) USING ERRCODE = '22023';
+    END IF;
+    IF p_key IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live s WHERE s.dedup_key = p_key
+                                       AND s.status IN ('pending', 'running', 'paused', 'held')) THEN
+        RAISE EXCEPTION 'pepsi.spawn: message %: key % is held by an unfinished message', p_parent, p_key
+            USING ERRCODE = '23505';
+    END IF;
+    v_id := nextval('pepsi.message_id_seq'::regclass);
+    INSERT INTO pepsi.message (id, headers, payload)
+    VALUES (v_id, coalesce(p_headers, '{}'), coalesce(p_payload, ''));
+    INSERT INTO pepsi.state_live (id, stage, priority, dedup_key, flow_key, parent)
+    VALUES (v_id, p_stage, coalesce(p_priority, 0), p_key,
+            CASE WHEN coalesce(p_headers, '{}') <> '{}'
+                 THEN (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END,
+            p_parent);
+    RETURN v_id;
+END $$;
+
+-- FUNCTION spawn_depth()
+CREATE FUNCTION pepsi.spawn_depth() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT 16 $$;
+
+-- FUNCTION spawn_many(bigint, text, bytea[], jsonb, integer, bigint)
+CREATE FUNCTION pepsi.spawn_many(p_parent bigint, p_stage text, p_payloads bytea[], p_headers jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 0, p_pass bigint DEFAULT NULL::bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+    v_key text;
+BEGIN
+    PERFORM pepsi.spawn_parent('pepsi.spawn_many', p_parent, p_stage, p_pass);
+    IF coalesce(cardinality(p_payloads), 0) = 0 THEN
+        RETURN 0;
+    END IF;
+    IF coalesce(p_headers, '{}') <> '{}' THEN
+        SELECT pepsi.flow_key(p_headers ->> k.header) INTO v_key FROM pepsi.flow_keys k WHERE k.stage = p_stage;
+    END IF;
+    WITH c AS (
+        SELECT nextval('pepsi.message_id_seq'::regclass) AS id, coalesce(p.payload, '') AS payload
+          FROM unnest(p_payloads) AS p(payload)
+    ), m AS (
+        INSERT INTO pepsi.message (id, headers, payload)
+        SELECT c.id, coalesce(p_headers, '{}'), c.payload FROM c
+    )
+    INSERT INTO pepsi.state_live (id, stage, priority, flow_key, parent)
+    SELECT c.id, p_stage, coalesce(p_priority, 0), v_key, p_parent FROM c;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END $$;
+
+-- FUNCTION spawn_parent(text, bigint, text, bigint)
+CREATE FUNCTION pepsi.spawn_parent(p_fn text, p_parent bigint, p_stage text, p_pass bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_depth integer;
+BEGIN
+    IF pepsi.stage_ok(p_stage) IS NOT TRUE THEN
+        PERFORM pepsi.check_stage(p_fn, p_stage);
+    END IF;
+    PERFORM FROM pepsi.state_live s
+      WHERE s.id = p_parent AND s.status = 'running' AND (p_pass IS NULL OR s.pass = p_pass)
+      FOR SHARE;
+    IF NOT FOUND THEN
+        PERFORM pepsi.not_running(p_fn, p_parent, p_pass);
+    END IF;
+    WITH RECURSIVE up (id, n) AS (
+        SELECT s.parent, 1 FROM pepsi.state_live s WHERE s.id = p_parent AND s.parent IS NOT NULL
+        UNION ALL
+        SELECT s.parent, u.n + 1 FROM up u JOIN pepsi.state s ON s.id = u.id
+         WHERE s.parent IS NOT NULL AND u.n <= pepsi.spawn_depth()
+    )
+    SELECT max(n) INTO v_depth FROM up;
+    IF coalesce(v_depth, 0) >= pepsi.spawn_depth() THEN
+        RAISE EXCEPTION '%: message % is % levels deep: children may be at most % levels below the message enqueued',
+            p_fn, p_parent, v_depth, pepsi.spawn_depth() USING ERRCODE = '54001';
+    END IF;
+END $$;
+
 -- FUNCTION stage_ok(text)
 CREATE FUNCTION pepsi.stage_ok(p_stage text) RETURNS boolean
     LANGUAGE sql IMMUTABLE
@@ -791,7 +1018,9 @@ CREATE TABLE pepsi.state (
     flow_key text,
     pass bigint DEFAULT 0 NOT NULL,
     ended bigint DEFAULT 0 NOT NULL,
-    ended_as "char" DEFAULT '-'::"char" NOT NULL
+    ended_as "char" DEFAULT '-'::"char" NOT NULL,
+    parent bigint,
+    result bytea
 )
 PARTITION BY LIST (status);
 
@@ -811,7 +1040,9 @@ CREATE TABLE pepsi.state_cancelled (
     flow_key text,
     pass bigint DEFAULT 0 NOT NULL,
     ended bigint DEFAULT 0 NOT NULL,
-    ended_as "char" DEFAULT '-'::"char" NOT NULL
+    ended_as "char" DEFAULT '-'::"char" NOT NULL,
+    parent bigint,
+    result bytea
 );
 
 -- TABLE state_done
@@ -830,7 +1061,9 @@ CREATE TABLE pepsi.state_done (
     flow_key text,
     pass bigint DEFAULT 0 NOT NULL,
     ended bigint DEFAULT 0 NOT NULL,
-    ended_as "char" DEFAULT '-'::"char" NOT NULL
+    ended_as "char" DEFAULT '-'::"char" NOT NULL,
+    parent bigint,
+    result bytea
 )
 PARTITION BY RANGE (updated_at);
 
@@ -850,7 +1083,9 @@ CREATE TABLE pepsi.state_done_default (
     flow_key text,
     pass bigint DEFAULT 0 NOT NULL,
     ended bigint DEFAULT 0 NOT NULL,
-    ended_as "char" DEFAULT '-'::"char" NOT NULL
+    ended_as "char" DEFAULT '-'::"char" NOT NULL,
+    parent bigint,
+    result bytea
 );
 
 -- TABLE state_failed
@@ -869,7 +1104,9 @@ CREATE TABLE pepsi.state_failed (
     flow_key text,
     pass bigint DEFAULT 0 NOT NULL,
     ended bigint DEFAULT 0 NOT NULL,
-    ended_as "char" DEFAULT '-'::"char" NOT NULL
+    ended_as "char" DEFAULT '-'::"char" NOT NULL,
+    parent bigint,
+    result bytea
 );
 
 -- TABLE state_live
@@ -888,7 +1125,9 @@ CREATE TABLE pepsi.state_live (
     flow_key text,
     pass bigint DEFAULT 0 NOT NULL,
     ended bigint DEFAULT 0 NOT NULL,
-    ended_as "char" DEFAULT '-'::"char" NOT NULL
+    ended_as "char" DEFAULT '-'::"char" NOT NULL,
+    parent bigint,
+    result bytea
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
 
@@ -939,7 +1178,7 @@ ALTER TABLE ONLY pepsi.state_done ATTACH PARTITION pepsi.state_done_default DEFA
 ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_failed FOR VALUES IN ('failed');
 
 -- TABLE ATTACH state_live
-ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_live FOR VALUES IN ('pending', 'running', 'paused', 'held');
+ALTER TABLE ONLY pepsi.state ATTACH PARTITION pepsi.state_live FOR VALUES IN ('pending', 'running', 'paused', 'held', 'waiting');
 
 -- DEFAULT message id
 ALTER TABLE ONLY pepsi.message ALTER COLUMN id SET DEFAULT nextval('pepsi.message_id_seq'::regclass);
@@ -1024,6 +1263,12 @@ ALTER TABLE ONLY pepsi.stats_flush
 ALTER TABLE ONLY pepsi.wake
     ADD CONSTRAINT wake_pkey PRIMARY KEY (dispatcher);
 
+-- INDEX state_parent
+CREATE INDEX state_parent ON ONLY pepsi.state USING btree (parent) WHERE (parent IS NOT NULL);
+
+-- INDEX state_cancelled_parent_idx
+CREATE INDEX state_cancelled_parent_idx ON pepsi.state_cancelled USING btree (parent) WHERE (parent IS NOT NULL);
+
 -- INDEX state_dedup
 CREATE UNIQUE INDEX state_dedup ON pepsi.state_live USING btree (dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'held'::text])));
 
@@ -1039,6 +1284,15 @@ CREATE INDEX state_done_erred ON ONLY pepsi.state_done USING btree (id) WHERE ((
 -- INDEX state_done_default_id_idx1
 CREATE INDEX state_done_default_id_idx1 ON pepsi.state_done_default USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
 
+-- INDEX state_done_parent_idx
+CREATE INDEX state_done_parent_idx ON ONLY pepsi.state_done USING btree (parent) WHERE (parent IS NOT NULL);
+
+-- INDEX state_done_default_parent_idx
+CREATE INDEX state_done_default_parent_idx ON pepsi.state_done_default USING btree (parent) WHERE (parent IS NOT NULL);
+
+-- INDEX state_failed_parent_idx
+CREATE INDEX state_failed_parent_idx ON pepsi.state_failed USING btree (parent) WHERE (parent IS NOT NULL);
+
 -- INDEX state_failed_updated
 CREATE INDEX state_failed_updated ON pepsi.state_failed USING btree (updated_at);
 
@@ -1047,6 +1301,9 @@ CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WH
 
 -- INDEX state_live_erred
 CREATE INDEX state_live_erred ON pepsi.state_live USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
+
+-- INDEX state_live_parent_idx
+CREATE INDEX state_live_parent_idx ON pepsi.state_live USING btree (parent) WHERE (parent IS NOT NULL);
 
 -- INDEX state_paused
 CREATE INDEX state_paused ON pepsi.state_live USING btree (timeout) WHERE (status = 'paused'::text);
@@ -1060,6 +1317,9 @@ CREATE INDEX state_pending ON pepsi.state_live USING btree (stage, priority, id)
 -- INDEX state_running
 CREATE INDEX state_running ON pepsi.state_live USING btree (id) WHERE (status = 'running'::text);
 
+-- INDEX state_waiting
+CREATE INDEX state_waiting ON pepsi.state_live USING btree (stage, id) WHERE (status = 'waiting'::text);
+
 -- INDEX ATTACH message_10001_20001_pkey
 ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_10001_20001_pkey;
 
@@ -1072,11 +1332,26 @@ ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_20001_30001_pkey;
 -- INDEX ATTACH message_default_pkey
 ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_default_pkey;
 
+-- INDEX ATTACH state_cancelled_parent_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_cancelled_parent_idx;
+
 -- INDEX ATTACH state_done_default_id_idx
 ALTER INDEX pepsi.state_done_id ATTACH PARTITION pepsi.state_done_default_id_idx;
 
 -- INDEX ATTACH state_done_default_id_idx1
 ALTER INDEX pepsi.state_done_erred ATTACH PARTITION pepsi.state_done_default_id_idx1;
+
+-- INDEX ATTACH state_done_default_parent_idx
+ALTER INDEX pepsi.state_done_parent_idx ATTACH PARTITION pepsi.state_done_default_parent_idx;
+
+-- INDEX ATTACH state_done_parent_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_done_parent_idx;
+
+-- INDEX ATTACH state_failed_parent_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_failed_parent_idx;
+
+-- INDEX ATTACH state_live_parent_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_live_parent_idx;
 
 -- TRIGGER message message_deleted
 CREATE TRIGGER message_deleted AFTER DELETE ON pepsi.message REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_deleted();

@@ -110,6 +110,8 @@ func answered(h pass, stage string, st *protocol.Status) queue.Settle {
 		v.Verdict = queue.Finish
 	case protocol.Pause:
 		v.Verdict, v.Delay = queue.Pause, time.Duration(st.Delay*float64(time.Second))
+	case protocol.Join:
+		v.Verdict, v.Next = queue.Join, st.Next
 	}
 	return v
 }

@@ -1,7 +1,7 @@
 // Package protocol holds the worker protocol's wire format: the status line
 // a stage program writes for each message id it was given.
 //
-//	CODE [STAGE=SECONDS ...] [next:STAGE | done | pause:SECONDS] [# free text]
+//	CODE [STAGE=SECONDS ...] [next:STAGE | done | pause:SECONDS | join:STAGE] [# free text]
 //
 // The transition token is optional: a stage either moves the message itself
 // in its own transaction and answers 0, or answers 0 with the transition and
@@ -51,6 +51,7 @@ const (
 	Finish              // done: pepsi.finish(), done
 	Pause               // run the stage again later: pepsi.pause(), pause:SECONDS
 	Fail                // dead-letter it, with a reason: pepsi.fail()
+	Join                // wait at a join stage for its children: pepsi.join(), join:STAGE
 )
 
 // The moves' names, as the SQL API, the settle statement and the logs
@@ -60,6 +61,7 @@ const (
 	FinishName  = "finish"
 	PauseName   = "pause"
 	FailName    = "fail"
+	JoinName    = "join"
 )
 
 // String returns the move's name; "" for Stay.
@@ -73,6 +75,8 @@ func (m Move) String() string {
 		return PauseName
 	case Fail:
 		return FailName
+	case Join:
+		return JoinName
 	}
 	return ""
 }
@@ -82,7 +86,7 @@ type Status struct {
 	Code  int     // 0 is success
 	Fused []Fused // stages fused into this pass
 	Move  Move    // a transition for the dispatcher to apply
-	Next  string  // the stage to advance to (Move == Advance)
+	Next  string  // the stage to advance to (Move == Advance), or to wait at (Move == Join)
 	Delay float64 // seconds to pause for (Move == Pause)
 	Text  string  // free text after '#', valid UTF-8
 }
@@ -100,6 +104,7 @@ var tokenKinds = []tokenKind{
 	{"next:STAGE", prefixed("next:"), applyNext},
 	{"done", literal("done"), applyDone},
 	{"pause:SECONDS", prefixed("pause:"), applyPause},
+	{"join:STAGE", prefixed("join:"), applyJoin},
 }
 
 // Parse parses one status line (without its newline). The error says what
@@ -211,6 +216,15 @@ func applyNext(st *Status, tok []byte) error {
 
 func applyDone(st *Status, tok []byte) error { return setMove(st, Finish, tok) }
 
+func applyJoin(st *Status, tok []byte) error {
+	stage := string(tok[len("join:"):])
+	if err := CheckStage(stage); err != nil {
+		return fmt.Errorf("bad stage name in %s (%v)", Quote(tok), err)
+	}
+	st.Next = stage
+	return setMove(st, Join, tok)
+}
+
 func applyPause(st *Status, tok []byte) error {
 	secs, ok := parseSeconds(tok[len("pause:"):])
 	if !ok {
@@ -277,6 +291,9 @@ func Append(dst []byte, st Status) []byte {
 	case Pause:
 		dst = append(dst, " pause:"...)
 		dst = strconv.AppendFloat(dst, st.Delay, 'f', -1, 64)
+	case Join:
+		dst = append(dst, " join:"...)
+		dst = append(dst, st.Next...)
 	}
 	if st.Text != "" {
 		dst = append(dst, " # "...)

@@ -206,7 +206,7 @@ func BenchmarkClaim(b *testing.B) {
 				for rows.Next() {
 					var id int64
 					var stage string
-					if err := rows.Scan(&id, &stage, nil, nil, nil); err != nil {
+					if err := rows.Scan(&id, &stage, nil, nil, nil, nil); err != nil {
 						b.Fatal(err)
 					}
 					if stage != "" {

@@ -28,13 +28,14 @@ const (
 	Running   Status = "running"
 	Paused    Status = "paused" // until its timeout: a retry, or a scheduled message
 	Held      Status = "held"   // until an operator releases it (pepsi queue hold)
+	Waiting   Status = "waiting" // at a join stage, until its children have ended (pepsi.join)
 	Done      Status = "done"
 	Failed    Status = "failed"
 	Cancelled Status = "cancelled" // by an operator (pepsi queue cancel, pepsi.cancel)
 )
 
 // Statuses lists every status in lifecycle order.
-var Statuses = []Status{Pending, Running, Paused, Held, Done, Failed, Cancelled}
+var Statuses = []Status{Pending, Running, Paused, Held, Waiting, Done, Failed, Cancelled}
 
 // Finished reports whether s is a final status: done, failed or cancelled.
 func (s Status) Finished() bool { return s == Done || s == Failed || s == Cancelled }

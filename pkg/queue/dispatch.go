@@ -41,6 +41,7 @@ type Claimed struct {
 	Key      string  // its key at a stage with KEY, when Keyed
 	Keyed    bool    // it has a key there (the message has the KEY header)
 	Pass     int64   // the pass's token (the claim's: Turn.Pass)
+	Parent   int64   // the message that spawned it (0: none): its end may release its parent's join
 }
 
 // claimSQL takes, for each stage, up to its cap of pending rows in
@@ -93,11 +94,11 @@ const claimUpdateSQL = `), upd AS (
     UPDATE pepsi.state_live s
        SET status = 'running', attempts = s.attempts + 1, updated_at = now(), handed = s.stage, pass = $PASS
      WHERE s.ctid = ANY (ARRAY(SELECT ctid FROM picked)) AND s.status = (SELECT 'pending')
-    RETURNING s.id, s.stage, s.priority, s.flow_key
+    RETURNING s.id, s.stage, s.priority, s.flow_key, coalesce(s.parent, 0) AS parent
 )
-SELECT id, '', 0, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8 FROM picked
+SELECT id, '', 0, NULL::text, extract(epoch FROM clock_timestamp() - updated_at)::float8, 0::bigint FROM picked
 UNION ALL
-SELECT id, stage, priority, flow_key, 0 FROM upd`
+SELECT id, stage, priority, flow_key, 0, parent FROM upd`
 
 // claimKeyedSQL is claimSQL with stages that have KEY ($3 to $6): there
 // a message of key k is taken only while the messages of k in flight (the
@@ -271,7 +272,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed, pass int64) ([]
 	for rows.Next() {
 		var c Claimed
 		var key *string // nil, no allocation, for a message without a key
-		if err := rows.Scan(&c.ID, &c.Stage, &c.Priority, &key, &c.Waited); err != nil {
+		if err := rows.Scan(&c.ID, &c.Stage, &c.Priority, &key, &c.Waited, &c.Parent); err != nil {
 			return dst, waits, err
 		}
 		if key != nil {
@@ -334,6 +335,9 @@ const (
 	Finish Verdict = protocol.FinishName
 	// Pause: the pass was ok, pausing the message for Settle.Delay.
 	Pause Verdict = protocol.PauseName
+	// Join: the pass was ok, moving the message to wait at the join stage
+	// Settle.Next until its children have ended.
+	Join Verdict = protocol.JoinName
 )
 
 // notMoved is the dispatch_error of a message whose stage answered 0
@@ -348,10 +352,11 @@ type Settle struct {
 	Verdict Verdict
 	Reason  string        // for PassFailed, and NotRun when set: the dispatch_error
 	Retry   RetryPolicy   // for PassFailed: pause instead while attempts are left
-	Next    string        // for Advance: the stage to advance to
+	Next    string        // for Advance: the stage to advance to; for Join: the join stage
 	Delay   time.Duration // for Pause, and NotRun when set: how long to pause
 	Kind    FailKind      // for PassFailed: how the pass failed, for the history
 	PID     int32         // for PassFailed: the worker's process id, for the history
+	Parent  int64         // the message that spawned it (Claimed.Parent): its join is settled after
 }
 
 // RetryPolicy says how often and how late a failed pass is retried.
@@ -384,6 +389,7 @@ type Settled struct {
 	Handed  string    // the stage it was handed at
 	Timeout time.Time // when a paused row falls due
 	Outcome Outcome   // how the pass is booked
+	Parent  int64     // the message that spawned it (0: none)
 }
 
 // Changed reports whether the settle wrote the row: it was still running
@@ -446,13 +452,14 @@ const settleSQL = `
 WITH cur AS (
     SELECT x.*,
            CASE WHEN x.advanced OR x.verdict = 'advance' OR x.verdict = 'notrun' AND x.delay = 0 THEN 'pending'
+                WHEN x.verdict = 'join' THEN 'waiting'
                 WHEN x.verdict = 'finish' THEN 'done'
                 WHEN x.verdict IN ('pause', 'notrun') OR x.retry THEN 'paused'
                 ELSE 'failed' END AS next
       FROM (
     SELECT v.id, v.stage AS handed, v.pass, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
            coalesce(l.status, f.status) AS status, coalesce(l.stage, f.stage) AS stage,
-           coalesce(l.timeout, f.timeout) AS timeout, l.attempts,
+           coalesce(l.timeout, f.timeout) AS timeout, l.attempts, coalesce(l.parent, f.parent, 0) AS parent,
            coalesce(l.pass, f.pass) = v.pass AS mine,
            CASE WHEN coalesce(l.ended, f.ended) = v.pass AND v.pass <> 0 THEN coalesce(l.ended_as, f.ended_as) END AS booked,
            l.handed IS NOT NULL AS unhand,
@@ -461,50 +468,53 @@ WITH cur AS (
       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[], $9::bigint[])
            AS v(id, stage, verdict, reason, retries, delay, maxdelay, target, pass)
       LEFT JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed, s.pass, s.ended, s.ended_as FROM pepsi.state_live s
+           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state_live s
             WHERE s.id = v.id FOR UPDATE) l ON true
       LEFT JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as FROM pepsi.state s
+           SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state s
             WHERE s.id = v.id AND l.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
            OFFSET 0) f ON true -- not flattened: l.status IS NULL gates each partition's probe
      WHERE l.status IS NOT NULL OR f.status IS NOT NULL) x
 ), upd AS (
     UPDATE pepsi.state s
        SET status = x.next,
-           stage = CASE WHEN NOT x.advanced AND x.verdict = 'advance' THEN x.target ELSE s.stage END,
+           stage = CASE WHEN NOT x.advanced AND x.verdict IN ('advance', 'join') THEN x.target ELSE s.stage END,
            timeout = CASE WHEN x.advanced THEN s.timeout
+                          WHEN x.verdict = 'join' THEN NULL
                           WHEN x.verdict IN ('pause', 'notrun') THEN now() + make_interval(secs => x.delay)
                           WHEN x.retry THEN now() + make_interval(secs => least(x.delay * 2 ^ greatest(x.attempts - 1, 0), x.maxdelay))
                           ELSE s.timeout END,
-           attempts = CASE WHEN x.advanced OR x.verdict = 'advance' THEN 0
+           attempts = CASE WHEN x.advanced OR x.verdict IN ('advance', 'join') THEN 0
                            WHEN x.verdict = 'notrun' THEN greatest(s.attempts - 1, 0)
                            ELSE s.attempts END,
-           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('advance', 'finish', 'pause') OR x.verdict = 'notrun' AND x.reason = ''
+           dispatch_error = CASE WHEN x.advanced OR x.verdict IN ('advance', 'finish', 'pause', 'join') OR x.verdict = 'notrun' AND x.reason = ''
                                  THEN s.dispatch_error
                                  WHEN x.verdict = 'ok' THEN '` + notMoved + `'
                                  ELSE x.reason END,
-           flow_key = CASE WHEN NOT (x.advanced OR x.verdict = 'advance') THEN s.flow_key
+           flow_key = CASE WHEN NOT (x.advanced OR x.verdict IN ('advance', 'join')) THEN s.flow_key
                            WHEN (SELECT EXISTS (SELECT FROM pepsi.flow_keys)) -- once a statement
                            THEN ` + FlowKeyAt + `CASE WHEN x.advanced THEN s.stage ELSE x.target END)
                            END,
            updated_at = now(), handed = NULL, ended = x.pass,
            ended_as = CASE x.next WHEN 'pending' THEN CASE WHEN x.advanced OR x.verdict = 'advance' AND x.target <> x.handed
                                                            THEN 'q' ELSE 'r' END
+                                  WHEN 'waiting' THEN 'q'
                                   ELSE left(x.next, 1) END::"char"
       FROM cur x
      WHERE s.id = ANY (ARRAY[x.id]) AND x.status = 'running' AND x.mine AND s.status IN ('pending', 'running', 'paused')
-    RETURNING s.id, s.stage, x.handed, s.status, s.timeout, s.ended_as
+    RETURNING s.id, s.stage, x.handed, s.status, s.timeout, s.ended_as, x.parent
 ), unhand AS (
     UPDATE pepsi.state_live s SET handed = NULL, ended = s.pass,
-           ended_as = CASE WHEN s.ended = s.pass THEN s.ended_as ELSE 'p' END
+           ended_as = CASE WHEN s.ended = s.pass THEN s.ended_as WHEN s.status = 'waiting' THEN 'q' ELSE 'p' END
      WHERE s.id = ANY (ARRAY(SELECT x.id FROM cur x WHERE x.mine AND x.status <> 'running' AND x.unhand))
 )
-SELECT id, 'running', stage, handed, status, timeout, ended_as FROM upd
+SELECT id, 'running', stage, handed, status, timeout, ended_as, parent FROM upd
 UNION ALL
 SELECT id, status, stage, handed, status, timeout,
        coalesce(booked, CASE WHEN NOT mine THEN 'r'
                              WHEN status IN ('done', 'failed', 'cancelled') THEN left(status, 1)
-                             ELSE 'p' END::"char")
+                             WHEN status = 'waiting' THEN 'q'
+                             ELSE 'p' END::"char"), parent
   FROM cur WHERE NOT (status = 'running' AND mine)`
 
 // settleArgs returns settleSQL's arguments: one array per column.
@@ -517,7 +527,7 @@ func settleArgs(vs []Settle) []any {
 		ids[i], stages[i], verdicts[i], reasons[i], passes[i] = v.ID, v.Stage, string(v.Verdict), v.Reason, v.Pass
 		retries[i], delays[i], maxes[i] = int32(v.Retry.Retries), v.Retry.Delay.Seconds(), v.Retry.Max.Seconds()
 		switch v.Verdict {
-		case Advance:
+		case Advance, Join:
 			targets[i] = v.Next
 		case Pause, NotRun:
 			delays[i] = v.Delay.Seconds()
@@ -534,7 +544,7 @@ func scanSettled(rows pgx.Rows, dst []Settled) ([]Settled, error) {
 		var before, after string
 		var timeout *time.Time
 		var out byte
-		if err := rows.Scan(&s.ID, &before, &s.Stage, &s.Handed, &after, &timeout, &out); err != nil {
+		if err := rows.Scan(&s.ID, &before, &s.Stage, &s.Handed, &after, &timeout, &out, &s.Parent); err != nil {
 			return dst, err
 		}
 		s.Before, s.After, s.Outcome = Status(before), Status(after), Outcome(out)

@@ -38,6 +38,20 @@ type Turn struct {
 	// (pepsi.state.pass, sql/023_pass.sql): one no other claim has used
 	// (PassTokens).
 	Pass int64
+	// Joins are messages whose joins to settle after the settle, besides
+	// the parents of its verdicts (Settle.Parent) and the messages its
+	// verdicts move to a join: those a stage moved to a join itself
+	// (pepsi.join), found waiting by an earlier settle. JoinAll are the
+	// stages whose JOIN_POLICY is all: at the others a parent fails as
+	// soon as a child has failed.
+	Joins   []int64
+	JoinAll []string
+}
+
+// Joined is a parent that a join released: pending at its join stage.
+type Joined struct {
+	ID    int64
+	Stage string
 }
 
 // Arm is what a Turn writes to the wake flag (pepsi.wake.armed): whether
@@ -59,6 +73,7 @@ type TurnResult struct {
 	NextPaused time.Time // zero: no paused row left (only set when Resume)
 	Settled    []Settled
 	Claimed    []Claimed
+	Joined     []Joined // parents released by the joins settled after the settle
 	// With Turn.Snapshot: the oldest transaction still running when the
 	// snapshot was taken, and the first not yet started (pg_snapshot_xmin
 	// and pg_snapshot_xmax); every transaction below Xmin has ended.
@@ -171,6 +186,11 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 			foreign = settle[0].([]int64)
 		}
 	}
+	joins := joinIDs(t)
+	joinAll := t.JoinAll
+	if joinAll == nil {
+		joinAll = []string{}
+	}
 	set := t.Set
 	if set == "" {
 		set = AllStages
@@ -206,6 +226,9 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 		if foreign != nil {
 			b.Queue(foreignSQL, foreign, t.Stages)
 		}
+		if joins != nil {
+			b.Queue(joinsSQL, joins, joinAll).Query(r.joined)
+		}
 		if t.Snapshot {
 			b.Queue(snapshotSQL).QueryRow(r.horizon)
 		}
@@ -228,7 +251,7 @@ func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 // reset empties res for a turn (or its retry).
 func (res *TurnResult) reset() {
 	res.Resumed, res.Admitted, res.NextPaused, res.Xmin, res.Xmax = 0, 0, time.Time{}, 0, 0
-	res.Settled, res.Claimed = res.Settled[:0], res.Claimed[:0]
+	res.Settled, res.Claimed, res.Joined = res.Settled[:0], res.Claimed[:0], res.Joined[:0]
 }
 
 // turnReader holds what RunTurn reuses from turn to turn on the
@@ -240,14 +263,14 @@ type turnReader struct {
 	pass                       int64 // the claim's token
 	b                          pgx.Batch
 	resumed, horizon, admitted func(pgx.Row) error
-	settled, claimed           func(pgx.Rows) error
+	settled, claimed, joined   func(pgx.Rows) error
 }
 
 // turnReaders are the turnReaders not in use.
 var turnReaders = sync.Pool{New: func() any {
 	r := &turnReader{}
 	r.resumed, r.horizon, r.admitted = r.readResumed, r.readHorizon, r.readAdmitted
-	r.settled, r.claimed = r.readSettled, r.readClaimed
+	r.settled, r.claimed, r.joined = r.readSettled, r.readClaimed, r.readJoined
 	return r
 }}
 
@@ -298,4 +321,16 @@ func (r *turnReader) readSettled(rows pgx.Rows) (err error) {
 func (r *turnReader) readClaimed(rows pgx.Rows) (err error) {
 	r.res.Claimed, r.res.waits, err = scanClaimed(rows, nil, r.res.Claimed, r.res.waits[:0], r.pass)
 	return err
+}
+
+func (r *turnReader) readJoined(rows pgx.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		var j Joined
+		if err := rows.Scan(&j.ID, &j.Stage); err != nil {
+			return err
+		}
+		r.res.Joined = append(r.res.Joined, j)
+	}
+	return rows.Err()
 }

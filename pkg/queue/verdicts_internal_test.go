@@ -12,8 +12,8 @@ import (
 // Verdict constants do, and those of the moves as pkg/protocol names them:
 // the set of moves is defined once.
 func TestSettleVerdictWords(t *testing.T) {
-	known := []Verdict{PassOK, PassFailed, NotRun, Advance, Finish, Pause}
-	for _, m := range []protocol.Move{protocol.Advance, protocol.Finish, protocol.Pause} {
+	known := []Verdict{PassOK, PassFailed, NotRun, Advance, Finish, Pause, Join}
+	for _, m := range []protocol.Move{protocol.Advance, protocol.Finish, protocol.Pause, protocol.Join} {
 		if !slices.Contains(known, Verdict(m.String())) {
 			t.Errorf("move %q has no verdict", m)
 		}

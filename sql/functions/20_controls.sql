@@ -68,7 +68,7 @@ BEGIN
     RETURN v_n;
 END $$;
 
--- pepsi.cancel() ends the pending, paused and held messages of p_ids
+-- pepsi.cancel() ends the pending, paused, held and waiting messages of p_ids
 -- cancelled (a status of its own: an operator's decision, not a stage's
 -- failure), their error "cancelled by P_BY", and returns how many. A
 -- cancelled message holds no deduplication key (state_dedup covers
@@ -85,17 +85,30 @@ END $$;
 CREATE OR REPLACE FUNCTION pepsi.cancel(p_ids bigint[], p_by text DEFAULT session_user, p_running boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    v_n bigint;
+    v_n       bigint;
+    v_ids     bigint[];
+    v_parents bigint[];
 BEGIN
     PERFORM pepsi.check_text('pepsi.cancel', 'p_by', p_by, 255);
-    UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
-                           timeout = NULL, updated_at = now(),
-                           ended = CASE WHEN status = 'running' THEN pass ELSE ended END,
-                           ended_as = CASE WHEN status = 'running' THEN 'c' ELSE ended_as END
-     WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held') OR p_running AND status = 'running');
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    WITH c AS (
+        UPDATE pepsi.state SET status = 'cancelled', error = 'cancelled by ' || coalesce(nullif(p_by, ''), session_user),
+                               timeout = NULL, updated_at = now(),
+                               ended = CASE WHEN status = 'running' THEN pass ELSE ended END,
+                               ended_as = CASE WHEN status = 'running' THEN 'c' ELSE ended_as END
+         WHERE id = ANY (p_ids) AND (status IN ('pending', 'paused', 'held', 'waiting') OR p_running AND status = 'running')
+        RETURNING id, parent
+    )
+    SELECT count(*), array_agg(c.id), array_agg(DISTINCT c.parent) FILTER (WHERE c.parent IS NOT NULL)
+      INTO v_n, v_ids, v_parents FROM c;
     IF v_n > 0 THEN
         PERFORM pg_notify(s.ingress_channel, '') FROM pepsi.settings s;
+        -- Graphs (sql/functions/30_graph.sql): the unfinished children of a
+        -- cancelled message go with it; a cancelled child has ended, and may
+        -- be the last its parent's join waited for.
+        PERFORM pepsi.cancel_tree(v_ids, 'cancelled: its parent was cancelled');
+        IF v_parents IS NOT NULL THEN
+            PERFORM pepsi.joins(v_parents);
+        END IF;
     END IF;
     RETURN v_n;
 END $$;

@@ -84,6 +84,15 @@ BEGIN
         p_after := 0;
     END IF;
     IF v_name IS NOT NULL THEN
+        -- A finished child whose parent is unfinished is what a join will
+        -- read: it is kept, moved forward out of the range (its updated_at
+        -- becomes now), and expires a RETENTION after that.
+        EXECUTE format('SELECT array(SELECT c.id FROM pepsi.%I c WHERE c.parent IS NOT NULL
+                                       AND EXISTS (SELECT FROM pepsi.state_live p WHERE p.id = c.parent))', v_name)
+           INTO v_ids;
+        IF cardinality(v_ids) > 0 THEN
+            UPDATE pepsi.state SET updated_at = now() WHERE id = ANY (v_ids) AND status = 'done';
+        END IF;
         EXECUTE format('SELECT array(SELECT id FROM pepsi.%I WHERE id > $1 ORDER BY id LIMIT $2)', v_name)
            INTO v_ids USING p_after, p_batch;
         DELETE FROM pepsi.message m
@@ -110,6 +119,7 @@ BEGIN
     ), gone AS (
         DELETE FROM pepsi.state_done_default s USING batch b
          WHERE s.id = b.id AND b.updated_at <= now() - p_keep
+           AND NOT (s.parent IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live p WHERE p.id = s.parent))
         RETURNING s.id
     ), msg AS (
         DELETE FROM pepsi.message m USING gone g WHERE m.id = g.id RETURNING m.id

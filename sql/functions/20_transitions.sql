@@ -23,11 +23,18 @@ BEGIN
     END IF;
 END $$;
 
+-- pepsi.finish() may leave a result (p_result, at most 64 KiB): what a
+-- join reads of its children (pepsi.children). NULL leaves none.
 DROP FUNCTION IF EXISTS pepsi.finish(bigint);
-CREATE OR REPLACE FUNCTION pepsi.finish(p_id bigint, p_pass bigint DEFAULT NULL) RETURNS void
+DROP FUNCTION IF EXISTS pepsi.finish(bigint, bigint);
+CREATE OR REPLACE FUNCTION pepsi.finish(p_id bigint, p_pass bigint DEFAULT NULL, p_result bytea DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE pepsi.state SET status = 'done', updated_at = now()
+    IF octet_length(p_result) > 65536 THEN
+        RAISE EXCEPTION 'pepsi.finish: message %: a result of % bytes: want at most 65536', p_id, octet_length(p_result)
+            USING ERRCODE = '22023';
+    END IF;
+    UPDATE pepsi.state SET status = 'done', updated_at = now(), result = p_result
      WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
     IF NOT FOUND THEN
         PERFORM pepsi.not_running('pepsi.finish', p_id, p_pass);
