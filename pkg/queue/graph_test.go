@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -218,3 +219,58 @@ func TestGraphSQL(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestGraphRetention: a retention run during a long fan-out deletes none of
+// the finished children a waiting parent's join will read, in the default
+// partition or in a range of state_done that expires whole; once the
+// parent is over, they expire like any other.
+func TestGraphRetention(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	parent := seed1(t, db, "split", queue.Pending)
+	p := claimOne(t, ctx, db, "split")
+	exec(t, db, "SELECT pepsi.spawn_many($1, 'item', ARRAY['1', '2', '3', '4']::bytea[])", parent)
+	exec(t, db, "SELECT pepsi.join($1, 'sum', $2)", parent, p.Pass)
+	lone := seed1(t, db, "x", queue.Pending)
+	finishOne := func(stage string) {
+		t.Helper()
+		c := claimOne(t, ctx, db, stage)
+		exec(t, db, "SELECT pepsi.finish($1, $2, 'r')", c.ID, c.Pass)
+	}
+	finishOne("item") // before any range: the default partition
+	finishOne("x")
+	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
+		t.Fatal(err)
+	}
+	first := serverNow(t, db).Add(2 * time.Second)
+	for serverNow(t, db).Before(first) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
+		t.Fatal(err)
+	}
+	finishOne("item") // in a range
+	finishOne("item")
+	end := serverNow(t, db).Add(1500 * time.Millisecond)
+	for serverNow(t, db).Before(end) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := expireAll(t, db, 0); n != 1 {
+		t.Errorf("retention deleted %d messages, want 1 (the one without a parent)", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.parent = $1 AND s.status = 'done' AND s.result = 'r'", parent); n != 3 {
+		t.Errorf("%d finished children kept with their messages and results, want 3", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1", lone); n != 0 {
+		t.Errorf("the message without a parent was not expired")
+	}
+	// The parent over (cancelled, with its last child), its children go.
+	exec(t, db, "SELECT pepsi.cancel(ARRAY[$1]::bigint[])", parent)
+	end = serverNow(t, db).Add(1500 * time.Millisecond)
+	for serverNow(t, db).Before(end) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := expireAll(t, db, 0); n != 3 {
+		t.Errorf("after the parent's end, retention deleted %d, want its 3 finished children", n)
+	}
+}
