@@ -14,8 +14,8 @@ import (
 // child is a child's queue row as the tests read it.
 type child struct {
 	stage, status, payload, headers string
-	priority                           int
-	key                                string
+	priority                        int
+	key                             string
 }
 
 // children reads the children of parent, in id order.
