@@ -16,6 +16,11 @@
 -- The partition is detached and attached again; a validated CHECK that
 -- says the same as the new bound spares the attach its scan of the table.
 --
+-- dispatch_stats counts the joins: parents released at their join stage
+-- (joined), and parents failed there because a child failed (join_failed:
+-- failed messages that no pass failed, so the rows' failed count is
+-- failed + join_failed).
+--
 -- Cost when no graph is used: two NULL columns (no rewrite), and partial
 -- indexes that hold no entry.
 ALTER TABLE pepsi.state
@@ -34,3 +39,7 @@ CREATE INDEX state_parent ON pepsi.state (parent) WHERE parent IS NOT NULL;
 
 -- The parents waiting at a join (the dispatcher's sweep, the overview).
 CREATE INDEX state_waiting ON pepsi.state_live (stage, id) WHERE status = 'waiting';
+
+ALTER TABLE pepsi.dispatch_stats
+    ADD COLUMN joined bigint NOT NULL DEFAULT 0,
+    ADD COLUMN join_failed bigint NOT NULL DEFAULT 0;

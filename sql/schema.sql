@@ -457,7 +457,7 @@ BEGIN
 END $$;
 
 -- FUNCTION joins(bigint[], text[])
-CREATE FUNCTION pepsi.joins(p_ids bigint[], p_all text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, stage text)
+CREATE FUNCTION pepsi.joins(p_ids bigint[], p_all text[] DEFAULT NULL::text[]) RETURNS TABLE(id bigint, stage text, failed boolean)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -490,6 +490,7 @@ BEGIN
                 RETURNING s.id
             )
             SELECT array_agg(f.id) INTO v_failed FROM f;
+            RETURN QUERY SELECT s.id, s.stage, true FROM pepsi.state_failed s WHERE s.id = ANY (v_failed);
         END IF;
         IF v_failed IS NOT NULL THEN
             PERFORM pepsi.cancel_tree(v_failed, 'cancelled: its parent failed');
@@ -498,7 +499,7 @@ BEGIN
         UPDATE pepsi.state_live s SET status = 'pending', updated_at = now()
          WHERE s.id = ANY (v_locked) AND s.status = 'waiting'
            AND NOT EXISTS (SELECT FROM pepsi.state_live c WHERE c.parent = s.id)
-        RETURNING s.id, s.stage;
+        RETURNING s.id, s.stage, false;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         IF v_n > 0 AND pepsi.armed() THEN
             PERFORM pg_notify(x.ingress_channel, '') FROM pepsi.settings x;
@@ -858,7 +859,9 @@ CREATE TABLE pepsi.dispatch_stats (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     expired bigint DEFAULT 0 NOT NULL,
     dispatcher text DEFAULT '*'::text NOT NULL,
-    cancelled bigint DEFAULT 0 NOT NULL
+    cancelled bigint DEFAULT 0 NOT NULL,
+    joined bigint DEFAULT 0 NOT NULL,
+    join_failed bigint DEFAULT 0 NOT NULL
 );
 
 -- TABLE flow_keys

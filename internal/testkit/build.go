@@ -132,7 +132,9 @@ func Worker(t testing.TB) string {
 // each start.
 const workerTables = `
 	CREATE TABLE test_passes (id bigint, stage text, pid int, at timestamptz DEFAULT clock_timestamp());
-	CREATE TABLE test_workers (pid int, stage text, args text, config text)`
+	CREATE TABLE test_workers (pid int, stage text, args text, config text);
+	CREATE TABLE test_joins (id bigint, children bigint, results bigint, failed bigint, cancelled bigint,
+	                         at timestamptz DEFAULT clock_timestamp())`
 
 // createWorkerTables creates the test worker's tables on pool.
 func createWorkerTables(t testing.TB, pool *pgxpool.Pool) {

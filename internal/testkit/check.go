@@ -74,8 +74,8 @@ func CheckInvariants(t testing.TB, db *pgtest.DB, checks ...Check) bool {
 	if g.Done != done {
 		c.errorf("dispatch_stats.done = %d, rows done = %d", g.Done, done)
 	}
-	if g.Failed != failed {
-		c.errorf("dispatch_stats.failed = %d, rows failed = %d", g.Failed, failed)
+	if g.Failed+g.JoinFailed != failed {
+		c.errorf("dispatch_stats.failed = %d (+ join_failed %d), rows failed = %d", g.Failed, g.JoinFailed, failed)
 	}
 	// Every claimed row was settled exactly once: as an answer, a
 	// failure, put back, or found cancelled.

@@ -14,6 +14,13 @@
 // the transition on the status line instead of making it; tpause only on
 // the first attempt, then tdone).
 //
+// Graphs: fanout:N/STAGE[+STAGE...]/JOIN spawns N children with this
+// message's payload, spread over the stages, and moves the message to wait
+// at JOIN (pepsi.join; tfanout answers join:JOIN on the status line
+// instead); result finishes with the result "rID"; joinread records what
+// pepsi.children says of the message's children in test_joins (id,
+// children, results as result left, failed, cancelled) and finishes.
+//
 // For fault injection: hangonce:NEXT, garbageonce:NEXT and crashonce:NEXT
 // hang, print garbage or exit on the first attempt at the stage and, on a
 // later attempt, advance to NEXT (finish when NEXT is empty). failtwice:NEXT
@@ -190,6 +197,21 @@ func handle(ctx context.Context, conn *pgx.Conn, stage string, id, token int64) 
 			return "0 pause:" + arg + "\n", nil
 		}
 		return "0 done\n", nil
+	case "fanout", "tfanout":
+		return fanout(ctx, conn, stage, id, token, raw, arg, action == "tfanout")
+	case "result":
+		bt := &pgx.Batch{}
+		bt.Queue("INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid())
+		bt.Queue("SELECT pepsi.finish($1, $2, $3)", id, nullToken(token), []byte("r"+strconv.FormatInt(id, 10)))
+		return "0\n", conn.SendBatch(ctx, bt).Close()
+	case "joinread":
+		return "0\n", pass(`WITH j AS (
+			INSERT INTO test_joins (id, children, results, failed, cancelled)
+			SELECT $1, count(*), count(*) FILTER (WHERE status = 'done' AND result = convert_to('r' || id, 'UTF8')),
+			       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'cancelled')
+			  FROM pepsi.children($1)
+			RETURNING id)
+			SELECT pepsi.finish(j.id) FROM j`, id)
 	case "stderr":
 		if err := spew(arg); err != nil {
 			return "", err
@@ -279,4 +301,40 @@ func broken(ctx context.Context, conn *pgx.Conn) bool {
 // oneLine keeps an error on one status line.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// nullToken is token as an SQL argument: NULL for none.
+func nullToken(token int64) any {
+	if token == 0 {
+		return nil
+	}
+	return token
+}
+
+// fanout spawns the children fanout:N/STAGES/JOIN asks for, in one
+// transaction with the pass's record and the parent's move to its join.
+func fanout(ctx context.Context, conn *pgx.Conn, stage string, id, token int64, payload []byte, arg string, line bool) (string, error) {
+	parts := strings.Split(arg, "/")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("testworker: fanout:%s: want N/STAGE[+STAGE...]/JOIN", arg)
+	}
+	n, err := strconv.Atoi(parts[0])
+	if err != nil {
+		return "", fmt.Errorf("testworker: fanout:%s: %v", arg, err)
+	}
+	stages := strings.Split(parts[1], "+")
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO test_passes (id, stage, pid) VALUES ($1, $2, $3)", id, stage, os.Getpid())
+	for i, st := range stages {
+		k := n / len(stages)
+		if i < n%len(stages) {
+			k++
+		}
+		b.Queue("SELECT pepsi.spawn_many($1, $2, array_fill($3::bytea, ARRAY[$4::int]), p_pass => $5)", id, st, payload, k, nullToken(token))
+	}
+	if line {
+		return "0 join:" + parts[2] + "\n", conn.SendBatch(ctx, b).Close()
+	}
+	b.Queue("SELECT pepsi.join($1, $2, $3)", id, parts[2], nullToken(token))
+	return "0\n", conn.SendBatch(ctx, b).Close()
 }

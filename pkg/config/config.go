@@ -83,8 +83,25 @@ type Stage struct {
 	KeyHeader   string        // KEY = header:NAME, default none: the header whose value is a message's key here
 	KeyLimit    int           // KEY_LIMIT, default 1: the most messages of one key in flight here
 	KeyLine     int           // line of KEY_LIMIT, for the error when there is no KEY
+	JoinPolicy  JoinPolicy    // JOIN_POLICY, default fail: what a child's failure does to a parent waiting here
 	Line        int           // line of the [stage-NAME] header
 }
+
+// JoinPolicy is what a failed child does to its parent waiting at a join
+// stage (JOIN_POLICY).
+type JoinPolicy string
+
+// The join policies.
+const (
+	// JoinFail fails the parent as soon as a child has failed (after its
+	// retries), and cancels its unfinished children: the default, so that
+	// a join stage written without failures in mind never sums up part of
+	// the work as the whole.
+	JoinFail JoinPolicy = "fail"
+	// JoinAll releases the parent when every child has ended, failed ones
+	// too: the join stage reads which failed (pepsi.children).
+	JoinAll JoinPolicy = "all"
+)
 
 // Defaults, exactly as seed 004 §23.3 gives them, plus pepsi's own keys.
 const (
@@ -156,6 +173,7 @@ func newStage(name string, line int) Stage {
 		RetryDelay:  DefaultRetryDelay,
 		RetryMax:    DefaultRetryMax,
 		KeyLimit:    DefaultKeyLimit,
+		JoinPolicy:  JoinFail,
 		Line:        line,
 	}
 }

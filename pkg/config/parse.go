@@ -55,7 +55,7 @@ var keys = map[string][]string{
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
 		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL", "STAGES"},
 	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
-	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE", "KEY", "KEY_LIMIT"},
+	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE", "KEY", "KEY_LIMIT", "JOIN_POLICY"},
 }
 
 // maxValueSize bounds a value as written (after the '=', with the comment
@@ -465,6 +465,13 @@ func setStage(st *Stage, key, v string) string {
 		return setRate(&st.Rate, key, v)
 	case "KEY":
 		return setKey(st, key, v)
+	case "JOIN_POLICY":
+		switch JoinPolicy(v) {
+		case JoinFail, JoinAll:
+			st.JoinPolicy = JoinPolicy(v)
+			return ""
+		}
+		return fmt.Sprintf("%s: %q is not a policy (want fail or all)", key, v)
 	case "RETRIES":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

@@ -66,11 +66,11 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 		switch {
 		case p == nil:
 			// Its stage was changed by hand while the claim ran.
-			d.plan.verdict(pass{c.ID, c.Pass}.settle(c.Stage, queue.NotRun))
+			d.plan.verdict(passOf(&c).settle(c.Stage, queue.NotRun))
 		case d.stopping || d.lockless:
 			// Claimed as the lock was lost or a stop began: not handed out.
-			d.plan.verdict(pass{c.ID, c.Pass}.settle(p.cfg.Name, queue.NotRun))
-		case d.assign(p, pass{c.ID, c.Pass}, now):
+			d.plan.verdict(passOf(&c).settle(p.cfg.Name, queue.NotRun))
+		case d.assign(p, passOf(&c), now):
 			d.obs.Handed(p.cfg.Name, time.Duration(c.Waited*float64(time.Second)))
 		}
 	}

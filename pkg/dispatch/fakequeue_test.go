@@ -334,6 +334,10 @@ func (q *fakeQueue) TableChurn(context.Context, string) (queue.Churn, error) {
 }
 func (q *fakeQueue) Vacuum(context.Context, string) error { return q.check() }
 
+func (q *fakeQueue) SweepJoins(context.Context, []string) ([]queue.Joined, error) {
+	return nil, q.check()
+}
+
 func (q *fakeQueue) SetFlowKeys(context.Context, []string, []queue.FlowKey) ([]string, int64, error) {
 	return nil, 0, q.check()
 }

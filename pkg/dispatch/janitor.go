@@ -94,6 +94,7 @@ func janitorServices(d *Dispatcher, db Store) []service {
 	if sc := newScheduler(d, db); sc != nil {
 		s = append(s, sc)
 	}
+	s = append(s, newJoinSweep(d, db))
 	return s
 }
 
@@ -102,6 +103,7 @@ func janitorServices(d *Dispatcher, db Store) []service {
 // they are stopped for good.
 type serviceReport struct {
 	expired int64
+	joined  []queue.Joined // joins the join sweep settled
 	err     error
 	over    bool
 }
@@ -115,6 +117,7 @@ func (d *Dispatcher) reported(r serviceReport) {
 		d.tally.global.Expired += r.expired
 		d.tally.dirty = true
 	}
+	d.tally.joined(r.joined)
 	if r.err != nil && !queue.IsFenced(r.err) {
 		d.obs.QueueRetry(reason(r.err))
 		if queue.IsOutage(r.err) {

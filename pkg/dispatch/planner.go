@@ -57,6 +57,13 @@ type planner struct {
 	settleMarks   uint64           // marks when it started
 	settleAt      time.Time        // a small settle waits until then for more answers (zero: none waits)
 	settleNow     bool             // the next settle holds answers of a keyed stage: it does not wait
+
+	// Graphs: the joins to settle with the next settle (parents a stage
+	// moved to a join itself, found waiting by a settle), those the settle
+	// in flight carries, and the stages whose JOIN_POLICY is all.
+	joins     []int64
+	joinsSent []int64
+	joinAll   []string
 }
 
 // stagePlan is what the planner knows and decides of one stage.
@@ -110,6 +117,9 @@ func (p *planner) add(s config.Stage, sl slots) *stagePlan {
 	if s.Keyed() {
 		st.keys = newKeys()
 		p.keyed = true
+	}
+	if s.JoinPolicy == config.JoinAll {
+		p.joinAll = append(p.joinAll, s.Name)
 	}
 	p.stages = append(p.stages, st)
 	p.byName[s.Name] = st
@@ -171,8 +181,11 @@ func (p *planner) claimGate(now time.Time, s loopState) (held bool, due time.Tim
 // than settleWorth verdicts waits up to settleDelay for more while
 // answers are still to come.
 func (p *planner) settleGate(now time.Time, s loopState) (ok bool, wait time.Time) {
-	if p.settleRunning || len(p.settles) == 0 || s.lockless {
+	if p.settleRunning || s.lockless {
 		return false, time.Time{}
+	}
+	if len(p.settles) == 0 {
+		return len(p.joins) > 0, time.Time{}
 	}
 	if len(p.settles) < settleWorth && !s.stopping && !p.settleNow && s.answers() {
 		at := p.settleAt

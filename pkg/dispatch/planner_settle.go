@@ -42,7 +42,8 @@ func (p *planner) nextSettle(now time.Time, s loopState, t *queue.Turn) bool {
 		return false
 	}
 	p.settleAt, p.settleNow = time.Time{}, false
-	*t = queue.Turn{Settles: p.settles, Stages: p.owned, Set: p.set}
+	*t = queue.Turn{Settles: p.settles, Stages: p.owned, Set: p.set, Joins: p.joins, JoinAll: p.joinAll}
+	p.joinsSent, p.joins = p.joins, nil
 	p.settleClaims = p.claimWithSettle(t, now, s)
 	p.sent, p.settleRunning = p.settles, true
 	p.settles, p.spare = p.spare[:0], nil
@@ -52,6 +53,7 @@ func (p *planner) nextSettle(now time.Time, s loopState, t *queue.Turn) bool {
 // settleFailed takes back the settle in flight, t: its verdicts go again,
 // before any claim (it may have committed).
 func (p *planner) settleFailed(t *queue.Turn) {
+	p.joins = append(p.joins, p.joinsSent...)
 	p.settleEnded(t)
 	p.settles, p.spare = append(t.Settles, p.settles...), p.settles[:0]
 	p.settleAgain = true
@@ -66,8 +68,18 @@ func (p *planner) settleDone(t *queue.Turn, res *queue.TurnResult) {
 	p.settleAgain = false
 	p.spare = t.Settles[:0]
 	p.releaseSettled(res.Settled)
+	for _, j := range res.Joined {
+		if st := p.byName[j.Stage]; st != nil && !j.Failed {
+			p.markMore(st)
+		}
+	}
 	for i := range res.Settled {
 		s := &res.Settled[i]
+		if s.Before == queue.Waiting {
+			// Its stage moved it to a join itself (pepsi.join): the settle
+			// that unhanded it could not know to settle its join too.
+			p.joins = append(p.joins, s.ID)
+		}
 		if s.Changed() && s.After == queue.Pending {
 			if st := p.byName[s.Stage]; st != nil {
 				p.markMore(st)
@@ -91,7 +103,7 @@ func (p *planner) settleDone(t *queue.Turn, res *queue.TurnResult) {
 
 // settleEnded notes that the settle in flight, t, is over.
 func (p *planner) settleEnded(t *queue.Turn) {
-	p.settleRunning, p.settleClaims, p.sent = false, false, nil
+	p.settleRunning, p.settleClaims, p.sent, p.joinsSent = false, false, nil, nil
 	for _, c := range t.Caps {
 		p.byName[c.Stage].settling = false
 	}
@@ -196,7 +208,7 @@ func (p *planner) notRunCrashes(crashes map[int64]struct{}) {
 	for i := range p.settles {
 		s := &p.settles[i]
 		if _, ok := crashes[s.ID]; ok && s.Verdict == queue.PassFailed {
-			*s = notRun(pass{s.ID, s.Pass}, s.Stage)
+			*s = notRun(pass{s.ID, s.Pass, s.Parent}, s.Stage)
 			delete(crashes, s.ID)
 		}
 	}

@@ -62,6 +62,7 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 			d.unclaimed(s)
 		}
 	}
+	d.tally.joined(res.Joined)
 	d.plan.settleDone(t, res)
 	if len(t.Caps) > 0 {
 		d.handOut(res.Claimed, now)

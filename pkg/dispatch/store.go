@@ -22,6 +22,7 @@ type Store interface {
 	retentionStore
 	vacuumStore
 	scheduleStore
+	joinStore
 	Close()
 }
 
@@ -61,6 +62,11 @@ type retentionStore interface {
 	MessageAhead(ctx context.Context, width int64, ahead int) (created int, seq int64, err error)
 	ExpireDone(ctx context.Context, at queue.ExpireAt, olderThan time.Duration, batch int) (next queue.ExpireAt, deleted int64, more bool, err error)
 	RetireMessages(ctx context.Context, left, most int) (dropped int, moved int64, err error)
+}
+
+// joinStore is what the join sweep runs.
+type joinStore interface {
+	SweepJoins(ctx context.Context, all []string) ([]queue.Joined, error)
 }
 
 // vacuumStore is what the vacuum service runs.

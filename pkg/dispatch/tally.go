@@ -94,6 +94,19 @@ func (t *tally) cancelled(v *queue.Settle) {
 	s.Cancelled++
 }
 
+// joined books the joins settled: parents released at their join stage,
+// and parents failed there.
+func (t *tally) joined(js []queue.Joined) {
+	for _, j := range js {
+		if j.Failed {
+			t.global.JoinFailed++
+		} else {
+			t.global.Joined++
+		}
+		t.dirty = true
+	}
+}
+
 // take returns the deltas to write, appending the stages' to buf, and
 // forgets them.
 func (t *tally) take(buf []queue.StageStats) ([]queue.StageStats, queue.DispatchStats) {

@@ -45,14 +45,18 @@ type worker struct {
 	buf      []byte    // ids handed and not yet written (one write per hand-out)
 }
 
-// pass is a message handed out, and its pass's token (queue.Claimed.Pass).
+// pass is a message handed out, its pass's token (queue.Claimed.Pass)
+// and its parent (queue.Claimed.Parent: 0 for none).
 type pass struct {
-	id, token int64
+	id, token, parent int64
 }
+
+// passOf is the pass a claim handed out.
+func passOf(c *queue.Claimed) pass { return pass{c.ID, c.Pass, c.Parent} }
 
 // settle is the pass's verdict v at stage.
 func (h pass) settle(stage string, v queue.Verdict) queue.Settle {
-	return queue.Settle{ID: h.id, Pass: h.token, Stage: stage, Verdict: v}
+	return queue.Settle{ID: h.id, Pass: h.token, Stage: stage, Verdict: v, Parent: h.parent}
 }
 
 // free is how many more ids the worker may take now: up to QUEUE_LIMIT in

@@ -45,6 +45,8 @@ var (
 		"orphans":      "Running messages no worker held, reset to pending.",
 		"expired":      "Done messages deleted by the retention sweep.",
 		"cancelled":    "Passes whose message was cancelled while they ran (pepsi queue cancel --force); their outcome was ignored.",
+		"joined":       "Parents released at their join stage: every child had ended.",
+		"join_failed":  "Parents failed at their join stage because a child failed (JOIN_POLICY fail).",
 	}
 )
 

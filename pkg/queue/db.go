@@ -26,8 +26,8 @@ type Status string
 const (
 	Pending   Status = "pending"
 	Running   Status = "running"
-	Paused    Status = "paused" // until its timeout: a retry, or a scheduled message
-	Held      Status = "held"   // until an operator releases it (pepsi queue hold)
+	Paused    Status = "paused"  // until its timeout: a retry, or a scheduled message
+	Held      Status = "held"    // until an operator releases it (pepsi queue hold)
 	Waiting   Status = "waiting" // at a join stage, until its children have ended (pepsi.join)
 	Done      Status = "done"
 	Failed    Status = "failed"

@@ -11,7 +11,7 @@ import (
 // = all) one with a failed child fails. It runs after the settle, in its
 // transaction, as a statement of its own: the rows the settle ended are
 // seen ended, and the parents are locked before they are read again.
-const joinsSQL = `SELECT id, stage FROM pepsi.joins($1::bigint[], $2::text[])`
+const joinsSQL = `SELECT id, stage, failed FROM pepsi.joins($1::bigint[], $2::text[])`
 
 // joinIDs returns the messages whose joins a turn settles after its
 // settle: the parents of its verdicts, the messages its verdicts move to a
@@ -42,7 +42,7 @@ func joinIDs(t Turn) []int64 {
 // the next, a parent that a stage moved to its join with pepsi.join as its
 // last child ended.
 const sweepJoinsSQL = `
-SELECT coalesce(array_agg(j.id), '{}'), coalesce(array_agg(j.stage), '{}') FROM pepsi.joins(ARRAY(
+SELECT coalesce(array_agg(j.id), '{}'), coalesce(array_agg(j.stage), '{}'), coalesce(array_agg(j.failed), '{}') FROM pepsi.joins(ARRAY(
     SELECT s.id FROM pepsi.state_live s
      WHERE s.status = 'waiting' AND s.handed IS NULL
        AND (NOT EXISTS (SELECT FROM pepsi.state_live c WHERE c.parent = s.id)
@@ -50,7 +50,7 @@ SELECT coalesce(array_agg(j.id), '{}'), coalesce(array_agg(j.stage), '{}') FROM 
      ORDER BY s.id LIMIT 1000), $1::text[]) j`
 
 // SweepJoins settles the joins that are due and were not settled (see
-// sweepJoinsSQL), and returns the parents it released. all are the stages
+// sweepJoinsSQL), and returns the parents it released or failed. all are the stages
 // whose JOIN_POLICY is all.
 func (db *DB) SweepJoins(ctx context.Context, all []string) ([]Joined, error) {
 	if all == nil {
@@ -58,12 +58,13 @@ func (db *DB) SweepJoins(ctx context.Context, all []string) ([]Joined, error) {
 	}
 	var ids []int64
 	var stages []string
+	var failed []bool
 	err := Retry(ctx, func() error {
-		return db.queryRowFenced(ctx, sweepJoinsSQL, []any{all}, &ids, &stages)
+		return db.queryRowFenced(ctx, sweepJoinsSQL, []any{all}, &ids, &stages, &failed)
 	})
 	out := make([]Joined, len(ids))
 	for i := range ids {
-		out[i] = Joined{ID: ids[i], Stage: stages[i]}
+		out[i] = Joined{ID: ids[i], Stage: stages[i], Failed: failed[i]}
 	}
 	return out, err
 }

@@ -40,13 +40,16 @@ type DispatchStats struct {
 	Orphans     int64     `json:"orphans"`      // running rows no worker held, reset (at start, after a reconnect, by the sweep)
 	Expired     int64     `json:"expired"`      // done messages deleted by the retention sweep
 	Cancelled   int64     `json:"cancelled"`    // passes whose message was cancelled while they ran: outcome ignored
+	Joined      int64     `json:"joined"`       // parents released at their join stage: every child ended
+	JoinFailed  int64     `json:"join_failed"`  // parents failed at their join: a child failed (JOIN_POLICY fail)
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // IsZero reports whether d holds no counts.
 func (d *DispatchStats) IsZero() bool {
 	return d.Claimed == 0 && d.StagePasses == 0 && d.Requeued == 0 && d.Done == 0 &&
-		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0 && d.Expired == 0 && d.Cancelled == 0
+		d.Failed == 0 && d.Paused == 0 && d.Resumed == 0 && d.Reset == 0 && d.Orphans == 0 && d.Expired == 0 && d.Cancelled == 0 &&
+		d.Joined == 0 && d.JoinFailed == 0
 }
 
 // AllStages is the name of the set of a dispatcher that owns every stage,
@@ -90,12 +93,14 @@ ON CONFLICT (stage, dispatcher) DO UPDATE SET
     updated_at     = now()`
 
 const addDispatchStatsSQL = `
-INSERT INTO pepsi.dispatch_stats AS t (dispatcher, claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, cancelled)
-VALUES ($11, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12)
+INSERT INTO pepsi.dispatch_stats AS t (dispatcher, claimed, stage_passes, requeued, done, failed, paused, resumed, reset, orphans, expired, cancelled,
+                                       joined, join_failed)
+VALUES ($11, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $14)
 ON CONFLICT (dispatcher) DO UPDATE SET
     claimed = t.claimed + $1, stage_passes = t.stage_passes + $2, requeued = t.requeued + $3,
     done = t.done + $4, failed = t.failed + $5, paused = t.paused + $6, resumed = t.resumed + $7,
     reset = t.reset + $8, orphans = t.orphans + $9, expired = t.expired + $10, cancelled = t.cancelled + $12,
+    joined = t.joined + $13, join_failed = t.join_failed + $14,
     updated_at = now()`
 
 // AddStats adds the deltas to the statistics tables in one transaction, to
@@ -185,7 +190,7 @@ func (db *DB) addStats(ctx context.Context, tx pgx.Tx, stages []StageStats, d Di
 		b.Queue(addStageStatsSQL, names, processed, failed, timeouts, crashes, notRun, cancelled, busy, db.writer)
 	}
 	if !d.IsZero() {
-		b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer, d.Cancelled)
+		b.Queue(addDispatchStatsSQL, d.Claimed, d.StagePasses, d.Requeued, d.Done, d.Failed, d.Paused, d.Resumed, d.Reset, d.Orphans, d.Expired, db.writer, d.Cancelled, d.Joined, d.JoinFailed)
 	}
 	return tx.SendBatch(ctx, b).Close()
 }
@@ -212,8 +217,8 @@ func (db *DB) ReadStats(ctx context.Context) ([]StageStats, DispatchStats, error
 		coalesce(sum(requeued), 0)::bigint, coalesce(sum(done), 0)::bigint, coalesce(sum(failed), 0)::bigint,
 		coalesce(sum(paused), 0)::bigint, coalesce(sum(resumed), 0)::bigint, coalesce(sum(reset), 0)::bigint,
 		coalesce(sum(orphans), 0)::bigint, coalesce(sum(expired), 0)::bigint, coalesce(sum(cancelled), 0)::bigint,
-		coalesce(max(updated_at), now())
+		coalesce(sum(joined), 0)::bigint, coalesce(sum(join_failed), 0)::bigint, coalesce(max(updated_at), now())
 		FROM pepsi.dispatch_stats`).Scan(&d.Claimed, &d.StagePasses, &d.Requeued, &d.Done, &d.Failed, &d.Paused, &d.Resumed,
-		&d.Reset, &d.Orphans, &d.Expired, &d.Cancelled, &d.UpdatedAt)
+		&d.Reset, &d.Orphans, &d.Expired, &d.Cancelled, &d.Joined, &d.JoinFailed, &d.UpdatedAt)
 	return stages, d, err
 }

@@ -48,10 +48,12 @@ type Turn struct {
 	JoinAll []string
 }
 
-// Joined is a parent that a join released: pending at its join stage.
+// Joined is a parent whose join was settled: released, pending at its
+// join stage, or failed there (a child failed: JOIN_POLICY fail).
 type Joined struct {
-	ID    int64
-	Stage string
+	ID     int64
+	Stage  string
+	Failed bool
 }
 
 // Arm is what a Turn writes to the wake flag (pepsi.wake.armed): whether
@@ -73,7 +75,7 @@ type TurnResult struct {
 	NextPaused time.Time // zero: no paused row left (only set when Resume)
 	Settled    []Settled
 	Claimed    []Claimed
-	Joined     []Joined // parents released by the joins settled after the settle
+	Joined     []Joined // parents whose joins were settled after the settle
 	// With Turn.Snapshot: the oldest transaction still running when the
 	// snapshot was taken, and the first not yet started (pg_snapshot_xmin
 	// and pg_snapshot_xmax); every transaction below Xmin has ended.
@@ -327,7 +329,7 @@ func (r *turnReader) readJoined(rows pgx.Rows) error {
 	defer rows.Close()
 	for rows.Next() {
 		var j Joined
-		if err := rows.Scan(&j.ID, &j.Stage); err != nil {
+		if err := rows.Scan(&j.ID, &j.Stage, &j.Failed); err != nil {
 			return err
 		}
 		r.res.Joined = append(r.res.Joined, j)

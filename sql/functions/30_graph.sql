@@ -182,9 +182,11 @@ END $$;
 -- are locked in id order before they are read again in a statement of
 -- their own, so that two callers ending a parent's last two children
 -- together cannot both see the other's child open. It returns the rows
--- released, and wakes the dispatchers when there are any.
+-- it released (failed false) and failed (true), and wakes the
+-- dispatchers when it released any.
+DROP FUNCTION IF EXISTS pepsi.joins(bigint[], text[]);
 CREATE OR REPLACE FUNCTION pepsi.joins(p_ids bigint[], p_all text[] DEFAULT NULL)
-RETURNS TABLE (id bigint, stage text) LANGUAGE plpgsql AS $$
+RETURNS TABLE (id bigint, stage text, failed boolean) LANGUAGE plpgsql AS $$
 DECLARE
     v_ids    bigint[] := p_ids;
     v_locked bigint[];
@@ -215,6 +217,7 @@ BEGIN
                 RETURNING s.id
             )
             SELECT array_agg(f.id) INTO v_failed FROM f;
+            RETURN QUERY SELECT s.id, s.stage, true FROM pepsi.state_failed s WHERE s.id = ANY (v_failed);
         END IF;
         IF v_failed IS NOT NULL THEN
             PERFORM pepsi.cancel_tree(v_failed, 'cancelled: its parent failed');
@@ -223,7 +226,7 @@ BEGIN
         UPDATE pepsi.state_live s SET status = 'pending', updated_at = now()
          WHERE s.id = ANY (v_locked) AND s.status = 'waiting'
            AND NOT EXISTS (SELECT FROM pepsi.state_live c WHERE c.parent = s.id)
-        RETURNING s.id, s.stage;
+        RETURNING s.id, s.stage, false;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         IF v_n > 0 AND pepsi.armed() THEN
             PERFORM pg_notify(x.ingress_channel, '') FROM pepsi.settings x;
