@@ -86,7 +86,7 @@ func TestPythonPackage(t *testing.T) {
 }
 
 // TestPythonTypes: mypy --strict passes over the package, its tests and
-// the example stage (the package ships py.typed).
+// the example stages (the package ships py.typed).
 func TestPythonTypes(t *testing.T) {
 	t.Parallel()
 	need(t, "mypy", "apt-get install -y mypy", "mypy", "--version")
@@ -94,7 +94,7 @@ func TestPythonTypes(t *testing.T) {
 	if _, err := os.Stat("python/src/pepsi_stage/py.typed"); err != nil {
 		t.Errorf("the package ships no py.typed: %v", err)
 	}
-	cmd := exec.Command("mypy", "--strict", "--cache-dir", t.TempDir(), "src", "tests", "stage.py")
+	cmd := exec.Command("mypy", "--strict", "--cache-dir", t.TempDir(), "src", "tests", "stage.py", "invoice.py")
 	cmd.Dir = "python"
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(oneTripStage) != "" {
 		worker.MainOneTrip(oneTripDispatched) // run as a stage program
 	}
+	if os.Getenv(graphStage) != "" {
+		mainGraph() // run as a stage program
+	}
 	testkit.Main(m)
 }
 

@@ -59,13 +59,15 @@ const (
 	InTransaction Mode = iota
 	// OnStatusLine serves each message outside any transaction, with no
 	// row lock and Message.Tx nil, and answers the move on the status
-	// line ("0 next:STAGE", "0 done", "0 pause:SECONDS") for the
-	// dispatcher to apply in its batched statements: a message costs the
-	// stage no commit. It is for stages whose work happens outside the
-	// database. Only the message's id and stage are known up front;
-	// Message.Load reads the rest. Fail still marks the message failed
-	// itself (pepsi.fail, one statement): failures are rare and keep
-	// their meaning. The connection is made when first needed.
+	// line ("0 next:STAGE", "0 done", "0 pause:SECONDS", "0 join:STAGE")
+	// for the dispatcher to apply in its batched statements: a message
+	// costs the stage no commit. It is for stages whose work happens
+	// outside the database. Only the message's id and stage are known up
+	// front; Message.Load reads the rest. Fail still marks the message
+	// failed itself (pepsi.fail, one statement): failures are rare and
+	// keep their meaning; so does FinishWith (pepsi.finish with the
+	// result). Message.Spawn is refused: there is no transaction to make
+	// the children in. The connection is made when first needed.
 	OnStatusLine
 	// OneTrip serves each message in one round trip: the function runs
 	// before anything is sent, knowing only the message's id and stage

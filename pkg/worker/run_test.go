@@ -169,7 +169,7 @@ func runMoves(t *testing.T, mode string) {
 		"0",
 		"0",
 		"1 # broken in two lines",
-		"1 # the stage function returned no move (use worker.Advance, Finish, Pause or Fail)",
+		"1 # the stage function returned no move (use worker.Advance, Finish, Pause, Fail or Join)",
 		"1 # cannot advance to a: the message is already there (to run it again, pause it)",
 		`1 # cannot advance to "no spaces": not a stage name`,
 		"1 # panic: oops",
@@ -498,11 +498,14 @@ func TestRunBadOptions(t *testing.T) {
 // TestMoveString documents the moves' descriptions.
 func TestMoveString(t *testing.T) {
 	for o, want := range map[worker.Move]string{
-		worker.Advance("b"):           "advance to b",
-		worker.Finish():               "finish",
-		worker.Pause(2 * time.Second): "pause for 2s",
-		worker.Fail("x"):              "fail (x)",
-		{}:                            "no move",
+		worker.Advance("b"):            "advance to b",
+		worker.Finish():                "finish",
+		worker.Pause(2 * time.Second):  "pause for 2s",
+		worker.Fail("x"):               "fail (x)",
+		worker.Join("j"):               "join at j",
+		worker.FinishWith([]byte("r")): "finish with a result of 1 bytes",
+		worker.FinishWith(nil):         "finish",
+		{}:                             "no move",
 	} {
 		if o.String() != want {
 			t.Errorf("%q, want %q", o.String(), want)

@@ -96,7 +96,7 @@ func TestRunOnStatusLine(t *testing.T) {
 		"0 x=0.25 y=0 done",
 		"1 # cannot advance to a: the message is already there (to run it again, pause it)",
 		`1 # cannot advance to "no spaces": not a stage name`,
-		"1 # the stage function returned no move (use worker.Advance, Finish, Pause or Fail)",
+		"1 # the stage function returned no move (use worker.Advance, Finish, Pause, Fail or Join)",
 		"1 # broken in two lines",
 		"1 # panic: oops",
 		`1 # fused stage "x y" is not a stage name`,

@@ -24,9 +24,11 @@
 //	worker.Finish()        done
 //	worker.Pause(d)        paused; the dispatcher retries it at this stage after d
 //	worker.Fail(reason)    failed, with reason in the row's error column
+//	worker.Join(stage)     waits at stage until its children have ended
 //
-// The move is made with the SQL API (pepsi.advance, pepsi.finish,
-// pepsi.pause, pepsi.fail) in the same transaction, which is then committed,
+// FinishWith(result) is Finish leaving a result for the message's
+// parent's join to read. The move is made with the SQL API (pepsi.advance,
+// pepsi.finish, pepsi.pause, pepsi.fail, pepsi.join) in the same transaction, which is then committed,
 // and only then is the status line "0" written. If the function returns an
 // error (or panics), the transaction is rolled back, the error is logged to
 // stderr and the answer is "1 # error text": the dispatcher then marks the
@@ -65,11 +67,13 @@
 // service, a file written) need not pay a commit per message: with
 // MainOnStatusLine (Options.Mode = OnStatusLine) the function runs outside
 // any transaction, m.Tx is nil, and its move goes on the status line —
-// "0 next:deliver", "0 done", "0 pause:30" — for the dispatcher to apply
-// in the batched statements it runs anyway. Only m.ID and m.Stage are
-// known up front; m.Load reads the payload and the rest when the stage
-// needs them. worker.Fail is still carried out by the stage itself
-// (pepsi.fail), so that a dead letter keeps its reason.
+// "0 next:deliver", "0 done", "0 pause:30", "0 join:invoice" — for the
+// dispatcher to apply in the batched statements it runs anyway. Only m.ID
+// and m.Stage are known up front; m.Load reads the payload and the rest
+// when the stage needs them. worker.Fail is still carried out by the stage
+// itself (pepsi.fail), so that a dead letter keeps its reason, and so is
+// FinishWith (pepsi.finish), whose result the status line has no room
+// for. Without a transaction a stage spawns no children.
 //
 // A stage whose work is statements that need no answer can have each
 // pass in one round trip: with MainOneTrip (Options.Mode = OneTrip) the
@@ -93,6 +97,12 @@
 // connection. A DSN that names default_query_exec_mode keeps that mode. A
 // stage that does work in m.Tx should do the same: no SET without LOCAL,
 // nothing kept on the session from one message to the next.
+//
+// A stage may fan a message out: Message.Spawn and SpawnMany make its
+// children in the pass's transaction, and the move Join(stage) parks it,
+// waiting, until every child has ended; the dispatcher then hands it to
+// stage, where Message.Children reads what they left (FinishWith). See
+// pepsi-worker(7), CHILDREN AND JOINS.
 //
 // Run is the same loop for any reader and writer, for tests and for
 // programs that set up their own connection or signals.
@@ -268,13 +278,17 @@ func (m *Message) Queue(sql string, args ...any) {
 }
 
 // Move is what becomes of a message after a successful pass. Build one
-// with Advance, Finish, Pause or Fail; the zero Move is an error (the
+// with Advance, Finish, FinishWith, Pause, Fail or Join; the zero Move is an error (the
 // function forgot to say).
 type Move struct {
 	kind   protocol.Move
 	stage  string
 	delay  time.Duration
 	reason string
+	// Finish's result (a string, so that a Move stays comparable) and
+	// whether there is one.
+	result    string
+	hasResult bool
 }
 
 // Advance moves the message on to stage; it stays running and the
@@ -284,6 +298,20 @@ func Advance(stage string) Move { return Move{kind: protocol.Advance, stage: sta
 
 // Finish marks the message done.
 func Finish() Move { return Move{kind: protocol.Finish} }
+
+// FinishWith marks the message done and leaves result, at most MaxResult
+// bytes, for its parent's join stage to read (Message.Children). A nil
+// result is Finish's: none.
+func FinishWith(result []byte) Move {
+	return Move{kind: protocol.Finish, result: string(result), hasResult: result != nil}
+}
+
+// Join parks the message, waiting, until every child it has spawned
+// (Message.Spawn, SpawnMany) has ended; the dispatcher then queues it at
+// stage (at once when it has none open). With the JOIN_POLICY fail, the
+// default, a child that failed fails it instead. stage may be the current
+// one.
+func Join(stage string) Move { return Move{kind: protocol.Join, stage: stage} }
 
 // Pause parks the message; the dispatcher hands it to this stage again
 // once d has passed.
@@ -299,7 +327,12 @@ func (o Move) String() string {
 	case protocol.Advance:
 		return o.kind.String() + " to " + o.stage
 	case protocol.Finish:
+		if o.hasResult {
+			return fmt.Sprintf("%s with a result of %d bytes", o.kind, len(o.result))
+		}
 		return o.kind.String()
+	case protocol.Join:
+		return o.kind.String() + " at " + o.stage
 	case protocol.Pause:
 		return o.kind.String() + " for " + o.delay.String()
 	case protocol.Fail:
@@ -318,12 +351,20 @@ func (o Move) check(m *Message) error {
 		if o.stage == m.Stage {
 			return fmt.Errorf("cannot advance to %s: the message is already there (to run it again, pause it)", o.stage)
 		}
+	case protocol.Join:
+		if protocol.CheckStage(o.stage) != nil {
+			return fmt.Errorf("cannot join at %q: not a stage name", o.stage)
+		}
+	case protocol.Finish:
+		if len(o.result) > MaxResult {
+			return fmt.Errorf("cannot finish with a result of %d bytes: at most %d (64 KiB)", len(o.result), MaxResult)
+		}
 	case protocol.Pause:
 		if o.delay < 0 {
 			return fmt.Errorf("cannot pause for %s: negative delay", o.delay)
 		}
 	case protocol.Stay:
-		return fmt.Errorf("the stage function returned no move (use worker.Advance, Finish, Pause or Fail)")
+		return fmt.Errorf("the stage function returned no move (use worker.Advance, Finish, Pause, Fail or Join)")
 	}
 	return nil
 }
@@ -332,7 +373,8 @@ func (o Move) check(m *Message) error {
 const maxPause = 1e9
 
 // answer is the status line that carries the move, for the dispatcher
-// to apply (OnStatusLine). A Fail is carried out at once, with pepsi.fail
+// to apply (OnStatusLine). A Fail, and a Finish with a result (which the
+// status line has no room for), are carried out at once with the SQL API
 // outside any transaction, and answered with a plain 0.
 func (o Move) answer(ctx context.Context, m *Message) (protocol.Status, error) {
 	if err := o.check(m); err != nil {
@@ -342,7 +384,11 @@ func (o Move) answer(ctx context.Context, m *Message) (protocol.Status, error) {
 	case protocol.Advance:
 		return protocol.Status{Move: protocol.Advance, Next: o.stage}, nil
 	case protocol.Finish:
-		return protocol.Status{Move: protocol.Finish}, nil
+		if !o.hasResult {
+			return protocol.Status{Move: protocol.Finish}, nil
+		}
+	case protocol.Join:
+		return protocol.Status{Move: protocol.Join, Next: o.stage}, nil
 	case protocol.Pause:
 		if o.delay.Seconds() > maxPause {
 			return protocol.Status{}, fmt.Errorf("cannot pause for %s on the status line: longer than %g s", o.delay, float64(maxPause))
@@ -369,7 +415,12 @@ func (o Move) statement(m *Message) (string, []any) {
 		case protocol.Advance:
 			return "SELECT pepsi.advance($1, $2, $3)", []any{m.ID, o.stage, m.Pass}
 		case protocol.Finish:
+			if o.hasResult {
+				return "SELECT pepsi.finish($1, $2, $3::bytea)", []any{m.ID, m.Pass, []byte(o.result)}
+			}
 			return "SELECT pepsi.finish($1, $2)", []any{m.ID, m.Pass}
+		case protocol.Join:
+			return "SELECT pepsi.join($1, $2, $3)", []any{m.ID, o.stage, m.Pass}
 		case protocol.Pause:
 			return "SELECT pepsi.pause($1, make_interval(secs => $2), $3)", []any{m.ID, o.delay.Seconds(), m.Pass}
 		}
@@ -379,7 +430,12 @@ func (o Move) statement(m *Message) (string, []any) {
 	case protocol.Advance:
 		return "SELECT pepsi.advance($1, $2)", []any{m.ID, o.stage}
 	case protocol.Finish:
+		if o.hasResult {
+			return "SELECT pepsi.finish($1, NULL, $2::bytea)", []any{m.ID, []byte(o.result)}
+		}
 		return "SELECT pepsi.finish($1)", []any{m.ID}
+	case protocol.Join:
+		return "SELECT pepsi.join($1, $2)", []any{m.ID, o.stage}
 	case protocol.Pause:
 		return "SELECT pepsi.pause($1, make_interval(secs => $2))", []any{m.ID, o.delay.Seconds()}
 	}

@@ -113,6 +113,36 @@ class TestPipeline(unittest.TestCase):
                 self.assertNotEqual(p.row(mid).status, "running")
             self.assertEqual(p.one("SELECT count(*) FROM test_work"), 0, "the work of a pass stopped by SIGTERM was committed")
 
+    def test_graph(self) -> None:
+        """A fan-out and its join: each order spawns its items (none for
+        "0"), which finish with results, and the join stage reads them all
+        once the last has ended; an order without items goes straight on."""
+        graph = os.path.join(HERE, "stages", "graph.py")
+        with Pipeline(
+            [
+                Stage("split", program(graph), parallelism=2, queue_limit=4),
+                Stage("item", program(graph), parallelism=2, queue_limit=8),
+                Stage("sum", program(graph), queue_limit=4),
+            ]
+        ) as p:
+            p.conn.execute("CREATE TABLE test_joined (id bigint, n int, ok bool)")
+            sizes = [3, 0, 4, 1, 0, 9, 2]
+            ids = p.enqueue("split", *[str(n).encode() for n in sizes])
+            p.wait_settled()
+            for mid, n in zip(ids, sizes):
+                with self.subTest(order=mid, items=n):
+                    r = p.row(mid)
+                    self.assertEqual((r.status, r.stage, r.dispatch_error), ("done", "sum", ""))
+                    self.assertEqual(p.conn.execute("SELECT n, ok FROM test_joined WHERE id = %s", (mid,)).fetchall(), [(n, True)])
+                    done = p.one(
+                        "SELECT count(*) FROM pepsi.state s JOIN pepsi.message m USING (id)"
+                        " WHERE s.parent = %s AND s.status = 'done' AND m.headers->>'order' = %s",
+                        (mid, str(mid)),
+                    )
+                    self.assertEqual(done, n)
+            self.assertEqual(p.one("SELECT count(*) FROM pepsi.state WHERE parent IS NOT NULL"), sum(sizes))
+            self.check(p)
+
     def test_run_stage(self) -> None:
         """run_stage: one stage, payloads in, rows out."""
         rows = run_stage(os.path.join(HERE, "..", "stage.py"), [b"hello", b"", b"retry"])

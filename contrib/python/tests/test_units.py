@@ -6,7 +6,7 @@ import os
 import tempfile
 import unittest
 
-from pepsi_stage import Advance, Fail, Finish, Message, Pause
+from pepsi_stage import MAX_RESULT, Advance, Fail, Finish, Join, Message, Pause
 from pepsi_stage._config import config_arg, ini_dsn
 from pepsi_stage._message import PassError, check_move, move_statement
 from pepsi_stage._protocol import LineReader, parse_id_line, status_line
@@ -42,15 +42,26 @@ class TestLines(unittest.TestCase):
 class TestMoves(unittest.TestCase):
     def test_checks(self) -> None:
         m = Message(1, None, "here")
-        for bad in (Advance("here"), Advance("no spaces"), Pause(-1), Pause(float("nan")), None, "done"):
+        big = Finish(result=bytes(MAX_RESULT + 1))
+        for bad in (Advance("here"), Advance("no spaces"), Pause(-1), Pause(float("nan")), None, "done", Join("no spaces"), big):
             with self.subTest(move=bad), self.assertRaises(PassError):
                 check_move(bad, m)
-        for good in (Advance("there"), Finish(), Pause(0), Fail("why")):
+        with self.assertRaisesRegex(PassError, "^cannot finish with a result of 65537 bytes: at most 65536 \\(64 KiB\\)$"):
+            check_move(big, m)
+        for good in (Advance("there"), Finish(), Pause(0), Fail("why"), Join("here"), Finish(result=bytes(MAX_RESULT))):
             self.assertIs(check_move(good, m), good)
 
     def test_token(self) -> None:
         self.assertEqual(move_statement(Finish(), Message(1, 9, "s"))[1], (1, 9))
         self.assertEqual(move_statement(Advance("t"), Message(1, None, "s"))[1], (1, "t", None))
+        self.assertEqual(move_statement(Join("j"), Message(1, 9, "s"))[1], (1, "j", 9))
+        self.assertEqual(move_statement(Finish(result=b"r"), Message(1, None, "s"))[1], (1, None, b"r"))
+
+    def test_queued_spawn(self) -> None:
+        m = Message(1, 9, "s")
+        self.assertIsNone(m.spawn_many(None, "c", [b"a", b"b"], headers={"k": "v"}))
+        self.assertIsNone(m.spawn(None, "c", b"x", key="k1", priority=-1))
+        self.assertEqual([p for _, p in m.queued], [(1, "c", [b"a", b"b"], '{"k": "v"}', 0, 9), (1, "c", b"x", None, -1, "k1", 9)])
 
 
 class TestConfig(unittest.TestCase):

@@ -20,7 +20,7 @@ message ids from stdin until end of file. Each pass is a transaction that
 reads the message and checks that it is running (its pass, given a token),
 calls the handler with the Message and a cursor in that transaction, and
 then makes the move it returns with the SQL API (pepsi.advance,
-pepsi.finish, pepsi.pause, pepsi.fail) and commits, before the answer "0".
+pepsi.finish, pepsi.pause, pepsi.fail, pepsi.join) and commits, before the answer "0".
 Statements the handler queued (Message.queue), the move and COMMIT go out
 in one round trip, in psycopg's pipeline mode, with the next message's
 BEGIN and read when its id has come already.
@@ -31,6 +31,11 @@ SIGTERM stops at once: the message in hand is rolled back, unanswered, and
 the program exits 0. Serialization failures and deadlocks run the pass
 again, up to three times. When $PEPSI_PROTOCOL is 2 or more, run asks for
 pass tokens ("hello token") and presents each pass's token on its move.
+
+A handler may fan its message out: Message.spawn and spawn_many make
+children in the pass's transaction, and the move Join(stage) parks the
+message until every child has ended; the dispatcher then hands it to stage,
+where Message.children reads what they left (Finish(result=...)).
 
 An async def handler gets a psycopg.AsyncCursor and runs on an asyncio
 event loop, with an AsyncConnection. run_one_trip serves a handler whose
@@ -53,7 +58,7 @@ from psycopg.conninfo import conninfo_to_dict
 from ._async import AsyncCursor, AsyncHandler, AsyncRunner
 from ._async import behind_pooler as _async_behind_pooler
 from ._config import ConfigError, config_arg, resolve_dsn
-from ._message import Advance, Fail, Finish, Message, Move, Pause
+from ._message import MAX_RESULT, Advance, Child, Fail, Finish, Join, Message, Move, Pause
 from ._protocol import HELLO_TOKEN, NOT_RUN, LineReader, Writer, env_protocol
 from ._sync import Cursor, Handler, OneTripHandler, SyncRunner, behind_pooler
 
@@ -61,10 +66,13 @@ __all__ = [
     "Advance",
     "AsyncCursor",
     "AsyncHandler",
+    "Child",
     "Cursor",
     "Fail",
     "Finish",
     "Handler",
+    "Join",
+    "MAX_RESULT",
     "Message",
     "Move",
     "NOT_RUN",

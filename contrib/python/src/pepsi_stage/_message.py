@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Union
+from typing import Any, Awaitable, Union, overload
 
+import psycopg
 from psycopg.abc import Params, Query
 
 from ._protocol import check_stage
@@ -20,9 +22,16 @@ class Advance:
     stage: str
 
 
+MAX_RESULT = 64 << 10
+"""The longest result Finish may leave (pepsi.finish's p_result): 64 KiB."""
+
+
 @dataclass(frozen=True)
 class Finish:
-    """Done."""
+    """Done; with result (bytes, at most MAX_RESULT), left for the join
+    stage of the message's parent to read (Message.children)."""
+
+    result: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,34 @@ class Fail:
     reason: str
 
 
-Move = Union[Advance, Finish, Pause, Fail]
+@dataclass(frozen=True)
+class Join:
+    """Waiting at stage until every child the message spawned (Message.spawn,
+    spawn_many) has ended; the dispatcher then queues it there (at once when
+    none is open). With JOIN_POLICY = fail, the default, a child that failed
+    fails it instead. stage may be the current one."""
+
+    stage: str
+
+
+@dataclass(frozen=True)
+class Child:
+    """One child of a message, as its join stage reads it (pepsi.children)."""
+
+    id: int
+    stage: str
+    """Where it is, or ended."""
+    status: str
+    """pending, running, paused, held, waiting, done, failed or cancelled."""
+    error: str | None
+    """Why a failed or cancelled child ended so; None otherwise."""
+    result: bytes | None
+    """What its stage left with Finish(result=...); None when none."""
+    updated_at: datetime
+    """Its last change."""
+
+
+Move = Union[Advance, Finish, Pause, Fail, Join]
 """What becomes of a message after a successful pass."""
 
 
@@ -86,6 +122,150 @@ class Message:
         seconds: the dispatcher books it to that stage's statistics."""
         self.fused_stages.append((stage, seconds))
 
+    @overload
+    def spawn(
+        self,
+        cur: psycopg.Cursor[Any],
+        stage: str,
+        payload: bytes = b"",
+        *,
+        headers: dict[str, str] | None = None,
+        priority: int = 0,
+        key: str | None = None,
+    ) -> int: ...
+    @overload
+    def spawn(
+        self,
+        cur: psycopg.AsyncCursor[Any],
+        stage: str,
+        payload: bytes = b"",
+        *,
+        headers: dict[str, str] | None = None,
+        priority: int = 0,
+        key: str | None = None,
+    ) -> Awaitable[int]: ...
+    @overload
+    def spawn(
+        self,
+        cur: None,
+        stage: str,
+        payload: bytes = b"",
+        *,
+        headers: dict[str, str] | None = None,
+        priority: int = 0,
+        key: str | None = None,
+    ) -> None: ...
+    def spawn(
+        self,
+        cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None,
+        stage: str,
+        payload: bytes = b"",
+        *,
+        headers: dict[str, str] | None = None,
+        priority: int = 0,
+        key: str | None = None,
+    ) -> int | Awaitable[int] | None:
+        """Make one child of the message, pending at stage, in the pass's
+        transaction (the handler's cursor; an async one's call is awaited),
+        and return its id: the dispatcher sees it when the pass commits, with
+        the move (Join, usually). headers, priority and key (a deduplication
+        key) are the child's own. cur None (run_one_trip) queues it with the
+        move, as queue does, and returns None. The server refuses a message
+        not running (this pass), a key an unfinished message holds, and a
+        child more than pepsi.spawn_depth() (16) levels below the message
+        first enqueued."""
+        params = (self.id, stage, bytes(payload), _headers(headers), priority, key or None, self.token)
+        return _one(cur, SPAWN, params, self)
+
+    @overload
+    def spawn_many(
+        self, cur: psycopg.Cursor[Any], stage: str, payloads: list[bytes], *, headers: dict[str, str] | None = None, priority: int = 0
+    ) -> int: ...
+    @overload
+    def spawn_many(
+        self,
+        cur: psycopg.AsyncCursor[Any],
+        stage: str,
+        payloads: list[bytes],
+        *,
+        headers: dict[str, str] | None = None,
+        priority: int = 0,
+    ) -> Awaitable[int]: ...
+    @overload
+    def spawn_many(
+        self, cur: None, stage: str, payloads: list[bytes], *, headers: dict[str, str] | None = None, priority: int = 0
+    ) -> None: ...
+    def spawn_many(
+        self,
+        cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None,
+        stage: str,
+        payloads: list[bytes],
+        *,
+        headers: dict[str, str] | None = None,
+        priority: int = 0,
+    ) -> int | Awaitable[int] | None:
+        """Make one child of the message per payload, all pending at stage
+        with the same headers and priority, in one statement, and return how
+        many; none makes none (a Join then goes straight on). As spawn, with
+        no key."""
+        params = (self.id, stage, [bytes(p) for p in payloads], _headers(headers), priority, self.token)
+        return _one(cur, SPAWN_MANY, params, self)
+
+    @overload
+    def children(self, cur: psycopg.Cursor[Any]) -> list[Child]: ...
+    @overload
+    def children(self, cur: psycopg.AsyncCursor[Any]) -> Awaitable[list[Child]]: ...
+    def children(self, cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> list[Child] | Awaitable[list[Child]]:
+        """The message's children, in the order they were spawned, read in
+        the pass's transaction: what a join stage reads of its fan-out
+        (pepsi.children). With an async cursor, await it."""
+        if isinstance(cur, psycopg.AsyncCursor):
+            return _achildren(cur, self.id)
+        with cur.connection.cursor() as c:
+            return [Child(*r) for r in c.execute(CHILDREN, (self.id,)).fetchall()]
+
+
+# The SQL API's graph calls (sql/functions/30_graph.sql); a NULL token is a
+# bare id's.
+SPAWN = "SELECT pepsi.spawn(%s::int8, %s::text, %s::bytea, %s::jsonb, %s::int4, %s::text, %s::int8)"
+SPAWN_MANY = "SELECT pepsi.spawn_many(%s::int8, %s::text, %s::bytea[], %s::jsonb, %s::int4, %s::int8)"
+CHILDREN = "SELECT id, stage, status, error, result, updated_at FROM pepsi.children(%s::int8)"
+
+
+def _headers(headers: dict[str, str] | None) -> str | None:
+    """A child's headers as JSON text, None for none."""
+    return json.dumps(headers) if headers else None
+
+
+def _one(
+    cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None, sql: Query, params: tuple[Any, ...], m: Message
+) -> int | Awaitable[int] | None:
+    """The number sql returns, run on cur (awaitable for an async cursor),
+    or sql queued with m's move when cur is None."""
+    if cur is None:
+        m.queue(sql, params)
+        return None
+    if isinstance(cur, psycopg.AsyncCursor):
+        return _aone(cur, sql, params)
+    with cur.connection.cursor() as c:
+        row = c.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _aone(cur: psycopg.AsyncCursor[Any], sql: Query, params: tuple[Any, ...]) -> int:
+    async with cur.connection.cursor() as c:
+        await c.execute(sql, params)
+        row = await c.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _achildren(cur: psycopg.AsyncCursor[Any], mid: int) -> list[Child]:
+    async with cur.connection.cursor() as c:
+        await c.execute(CHILDREN, (mid,))
+        return [Child(*r) for r in await c.fetchall()]
+
 
 class PassError(Exception):
     """A pass that cannot go on: the message is not running (this pass), or
@@ -104,9 +284,20 @@ def check_move(move: object, m: Message) -> Move:
         if not isinstance(move.seconds, (int, float)) or not move.seconds >= 0 or math.isinf(move.seconds):
             raise PassError(f"cannot pause for {move.seconds!r} s: not a non-negative number")
         return move
-    if isinstance(move, (Finish, Fail)):
+    if isinstance(move, Join):
+        if not check_stage(move.stage):
+            raise PassError(f"cannot join at {move.stage!r}: not a stage name")
         return move
-    raise PassError(f"the handler returned {move!r}, not a move (Advance, Finish, Pause or Fail)")
+    if isinstance(move, Finish):
+        if move.result is not None:
+            if not isinstance(move.result, (bytes, bytearray, memoryview)):
+                raise PassError(f"cannot finish with a result of type {type(move.result).__name__}: want bytes")
+            if len(move.result) > MAX_RESULT:
+                raise PassError(f"cannot finish with a result of {len(move.result)} bytes: at most {MAX_RESULT} (64 KiB)")
+        return move
+    if isinstance(move, Fail):
+        return move
+    raise PassError(f"the handler returned {move!r}, not a move (Advance, Finish, Pause, Fail or Join)")
 
 
 def check_fused(m: Message) -> None:
@@ -122,7 +313,11 @@ def move_statement(move: Move, m: Message) -> tuple[Query, tuple[Any, ...]]:
     if isinstance(move, Advance):
         return "SELECT pepsi.advance(%s::int8, %s::text, %s::int8)", (m.id, move.stage, m.token)
     if isinstance(move, Finish):
+        if move.result is not None:
+            return "SELECT pepsi.finish(%s::int8, %s::int8, %s::bytea)", (m.id, m.token, bytes(move.result))
         return "SELECT pepsi.finish(%s::int8, %s::int8)", (m.id, m.token)
+    if isinstance(move, Join):
+        return "SELECT pepsi.join(%s::int8, %s::text, %s::int8)", (m.id, move.stage, m.token)
     if isinstance(move, Pause):
         return "SELECT pepsi.pause(%s::int8, make_interval(secs => %s::float8), %s::int8)", (m.id, float(move.seconds), m.token)
     return "SELECT pepsi.fail(%s::int8, %s::text, %s::int8)", (m.id, move.reason, m.token)
