@@ -42,7 +42,7 @@ func (b *bench) graph(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer d.stop() //nolint:errcheck
+	defer d.stop()                                                           //nolint:errcheck
 	if _, err := b.enqueueBatch(ctx, p.workers()*p.queueLimit); err != nil { // starts the workers
 		return err
 	}
