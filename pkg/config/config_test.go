@@ -70,6 +70,7 @@ func TestSpecExample(t *testing.T) {
 			RetryDelay:  10 * time.Second,
 			RetryMax:    time.Hour,
 			KeyLimit:    1,
+			JoinPolicy:  JoinFail,
 			Line:        10,
 		}},
 	}
@@ -149,6 +150,7 @@ RETRY_DELAY_MAX = 1m
 RATE = 50/s
 KEY = header:customer
 KEY_LIMIT = 2
+JOIN_POLICY = all
 PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 `)
 	wantD := Dispatch{
@@ -187,6 +189,7 @@ PROGRAM = "/opt/my tools/b" -v  --name='a b' "" \#notacomment # comment
 		KeyHeader:   "customer",
 		KeyLimit:    2,
 		KeyLine:     29,
+		JoinPolicy:  JoinAll,
 		Line:        20, // the raw string starts with a newline
 	}}
 	if !reflect.DeepEqual(c.Stages, wantS) {
@@ -475,6 +478,8 @@ func TestErrors(t *testing.T) {
 			`pepsi.conf:4: KEY_LIMIT: bad number "many" (want an integer >= 1)`},
 		{"KEY_LIMIT without KEY", "[stage-a]\nPROGRAM = a\n\nKEY_LIMIT = 2\n",
 			`pepsi.conf:4: KEY_LIMIT without KEY in [stage-a] (KEY = header:NAME names what it limits)`},
+		{"JOIN_POLICY unknown", "[stage-a]\nPROGRAM = a\nJOIN_POLICY = some\n",
+			`pepsi.conf:3: JOIN_POLICY: "some" is not a policy (want fail or all)`},
 		{"lower-case RATE", "[stage-a]\nPROGRAM = a\nrate = 5/s\n",
 			`pepsi.conf:3: unknown key "rate" in [stage-a] (did you mean "RATE"? keys are upper case)`},
 		{"RATE in dispatch", "[pepsi-dispatch]\nRATE = 5/s\n",
