@@ -96,6 +96,7 @@ type BrowseParams struct {
 	NewerThan time.Duration // last updated less than this long ago
 	Text      string        // in the error or the dispatch_error, any case
 	Reason    string        // in this failure group (see FoldReason)
+	Parent    int64         // children of this message (0: any)
 	Search                  // in the headers and payload, within a time bound
 	Before    int64         // ids below this (the next, older page)
 	After     int64         // ids above this (the previous, newer page); ignored with Before
@@ -189,7 +190,7 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 // selection is p's filters.
 func (p *BrowseParams) selection() Selection {
 	return Selection{Stage: p.Stage, Status: p.Status, OlderThan: p.OlderThan, NewerThan: p.NewerThan,
-		Text: p.Text, Reason: p.Reason, Search: p.Search}
+		Text: p.Text, Reason: p.Reason, Parent: p.Parent, Search: p.Search}
 }
 
 // FailureGroup is the failed messages of one stage with one reason.

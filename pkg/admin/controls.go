@@ -164,7 +164,7 @@ type control struct {
 var (
 	holdControl    = control{"hold", []queue.Status{queue.Pending, queue.Paused}, "pending or paused"}
 	releaseControl = control{"release", []queue.Status{queue.Held}, "held"}
-	cancelControl  = control{"cancel", []queue.Status{queue.Pending, queue.Paused, queue.Held}, "pending, paused or held"}
+	cancelControl  = control{"cancel", []queue.Status{queue.Pending, queue.Paused, queue.Held, queue.Waiting}, "pending, paused, held or waiting"}
 )
 
 // CancelReason is the error of a message that by cancelled.
@@ -192,8 +192,10 @@ func (db *DB) Release(ctx context.Context, p ControlParams) (ControlResult, erro
 	})
 }
 
-// Cancel ends pending, paused and held messages failed, with the error
-// CancelReason(p.By); their deduplication keys are free again. A running
+// Cancel ends pending, paused, held and waiting messages cancelled, with
+// the error CancelReason(p.By); their deduplication keys are free again.
+// pepsi.cancel cancels their unfinished descendants too (not counted), and
+// settles the joins of the parents of those it cancels. A running
 // message is cancelled only when no dispatcher holds it (an orphan), or
 // with p.Force; the others are counted in Running. By status, running is
 // not one of the statuses it takes: cancel running messages by id.

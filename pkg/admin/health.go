@@ -168,9 +168,10 @@ func (h *Health) askStages() []string {
 }
 
 // waiting reports whether messages in status wait for a worker of their
-// stage: pending, paused (until due) or held (until released).
+// stage: pending, paused (until due), held (until released) or waiting at
+// a join (until their children have ended: then pending there).
 func waiting(status queue.Status) bool {
-	return status == queue.Pending || status == queue.Paused || status == queue.Held
+	return status == queue.Pending || status == queue.Paused || status == queue.Held || status == queue.Waiting
 }
 
 // Stages are the stages the model speaks of: the configured ones, then
@@ -235,7 +236,7 @@ func (h *Health) Unconfigured() []StageMessages {
 }
 
 // UnconfiguredIn are the stages of counts with messages waiting (pending,
-// paused or held) that none of configured is, while some stage is
+// paused, held, or parents waiting at a join) that none of configured is, while some stage is
 // configured: no worker runs them. By name.
 func UnconfiguredIn(configured []string, counts []Count) []StageMessages {
 	if len(configured) == 0 {

@@ -64,6 +64,7 @@ type ListParams struct {
 	Stage     string
 	Status    queue.Status
 	OlderThan time.Duration // last updated longer ago than this
+	Parent    int64         // children of this message (0: any)
 	Search                  // in the headers and payload, within a time bound
 	AfterID   int64         // ids greater than this (paging)
 	Limit     int           // at most this many (0: no limit)
@@ -138,6 +139,9 @@ func (db *DB) List(ctx context.Context, p ListParams) ([]Row, error) {
 	if mc := p.messageConds(st.arg); len(mc) > 0 {
 		search = " AND " + strings.Join(mc, " AND ")
 	}
+	if p.Parent > 0 {
+		search += " AND s.parent = " + st.arg(p.Parent) // state_parent
+	}
 	var got []Row
 	err := db.read(ctx, &p.Search, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT `+rowColumns(MaxErrorList)+`
@@ -169,6 +173,11 @@ type Message struct {
 	Behind  *int64  `json:"waits_behind,omitempty"`
 	// History is its failed passes, oldest first (History).
 	History []Pass `json:"history"`
+	// Its graph (schema 26): the message that spawned it, its children
+	// (nil when none), and the result its stage left (nil when none).
+	Parent   *Relative `json:"parent,omitempty"`
+	Children *Children `json:"children,omitempty"`
+	Result   *Result   `json:"result,omitempty"`
 }
 
 // behindSQL is the earliest unfinished message of row s's key at its
@@ -206,6 +215,9 @@ func (db *DB) Show(ctx context.Context, id int64) (*Message, error) {
 	}
 	if m.History == nil {
 		m.History = []Pass{} // "history": [] in its JSON, not null
+	}
+	if err := db.family(ctx, &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

@@ -62,6 +62,11 @@ type Repair struct {
 	Changed int64 // rows redriven or purged (with DryRun: that would be)
 	Held    int64 // running rows left alone because a dispatcher holds them
 	Pending int64 // Redrive by id: rows already pending, left alone
+	// A purge's unfinished descendants of the messages it deleted
+	// (purgetree.go): Descendants deleted with them, Cancelled running
+	// ones cancelled instead. Not in Changed; a dry run counts neither.
+	Descendants int64
+	Cancelled   int64
 	// Holder is the dispatcher that holds the Held rows (nil when Held is 0).
 	Holder *queue.LockHolder
 }
@@ -169,8 +174,6 @@ UPDATE pepsi.state s
 
 	// notifySQL wakes a running dispatcher (delivered at commit).
 	notifySQL = `SELECT pg_notify((SELECT ingress_channel FROM pepsi.settings), '')`
-
-	purgeSQL = `DELETE FROM pepsi.message WHERE id = ANY($1::bigint[])`
 )
 
 // Redrive puts failed, paused, done or (while no dispatcher runs) running
@@ -284,7 +287,8 @@ func (db *DB) redriveIDs(ctx context.Context, p RedriveParams) (Repair, error) {
 
 // Purge deletes messages of one status (and stage, and age) in batches,
 // each in its own transaction; running messages only while no dispatcher
-// runs. With DryRun it counts what it would delete.
+// runs. Their unfinished descendants go with them (purgeIDs). With DryRun
+// it counts what it would delete (the messages of the status only).
 func (db *DB) Purge(ctx context.Context, p PurgeParams) (Repair, error) {
 	if !slices.Contains(queue.Statuses, p.Status) {
 		return Repair{}, fmt.Errorf("unknown status %q", p.Status)
@@ -293,10 +297,21 @@ func (db *DB) Purge(ctx context.Context, p PurgeParams) (Repair, error) {
 	if p.DryRun {
 		return db.count(ctx, sel)
 	}
-	return db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
-		_, err := tx.Exec(ctx, purgeSQL, ids)
-		return err
+	// A batch's descendants count once its transaction commits, which
+	// batches says by calling progress: a retried one counts once.
+	var tree, cur Repair
+	sel.progress = func(n int64) {
+		tree.Descendants, tree.Cancelled = tree.Descendants+cur.Descendants, tree.Cancelled+cur.Cancelled
+		if p.Progress != nil {
+			p.Progress(n)
+		}
+	}
+	res, err := db.batches(ctx, sel, func(tx pgx.Tx, ids []int64) error {
+		cur = Repair{}
+		return purgeIDs(ctx, tx, ids, &cur)
 	})
+	res.Descendants, res.Cancelled = tree.Descendants, tree.Cancelled
+	return res, err
 }
 
 // batches locks the rows of sel batch by batch, in id order, and calls

@@ -31,6 +31,7 @@ type Selection struct {
 	NewerThan time.Duration // last updated less than this long ago
 	Text      string        // in the error or the dispatch_error, any case
 	Reason    string        // in this failure group (see FoldReason)
+	Parent    int64         // children of this message (0: any)
 	Search                  // in the headers and payload, within a time bound
 }
 
@@ -78,6 +79,9 @@ func (s Selection) conds(arg func(any) string) ([]string, error) {
 	}
 	if s.Reason != "" {
 		where = append(where, reasonIs(s.Reason, arg))
+	}
+	if s.Parent > 0 {
+		where = append(where, "parent = "+arg(s.Parent)) // state_parent
 	}
 	return append(where, s.Search.conds(arg)...), nil
 }
@@ -137,7 +141,7 @@ func (db *DB) RedriveSelection(ctx context.Context, sel Selection, toStage strin
 	if sel.Status != "" {
 		sts = slices.DeleteFunc(slices.Clone(sts), func(s queue.Status) bool { return s != sel.Status })
 	}
-	res, err := db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64) error {
+	res, err := db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64, _ *Repair) error {
 		// The reasons the history lacks, kept before they are cleared, as Redrive does.
 		if _, err := tx.Exec(ctx, keepReasonsSQL, ids, statusText(sts)); err != nil {
 			return err
@@ -153,16 +157,16 @@ func (db *DB) RedriveSelection(ctx context.Context, sel Selection, toStage strin
 }
 
 // PurgeSelection deletes the done, failed and cancelled messages of sel,
-// payload and all, as Purge does; the live ones (pending, running, paused) are left
-// alone and counted in Skipped. With dryRun it counts.
+// payload and all, with their unfinished descendants, as Purge does; the
+// live ones (pending, running, paused, held, waiting) are left alone and
+// counted in Skipped. With dryRun it counts (the messages of sel only).
 func (db *DB) PurgeSelection(ctx context.Context, sel Selection, dryRun bool) (SelectionRepair, error) {
 	sts := []queue.Status{queue.Done, queue.Failed, queue.Cancelled}
 	if sel.Status != "" {
 		sts = slices.DeleteFunc(sts, func(s queue.Status) bool { return s != sel.Status })
 	}
-	return db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64) error {
-		_, err := tx.Exec(ctx, purgeSQL, ids)
-		return err
+	return db.changeSelection(ctx, sel, sts, dryRun, func(tx pgx.Tx, ids []int64, tree *Repair) error {
+		return purgeIDs(ctx, tx, ids, tree)
 	})
 }
 
@@ -171,8 +175,10 @@ func (db *DB) PurgeSelection(ctx context.Context, sel Selection, dryRun bool) (S
 // its own transaction (a row changed meanwhile is checked again once
 // locked, and dropped when it no longer matches). Running rows are changed
 // only at stages no dispatcher owns, as batches decides, and the others
-// counted in Held. With dryRun it counts what it would change.
-func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.Status, dryRun bool, apply func(pgx.Tx, []int64) error) (SelectionRepair, error) {
+// counted in Held. apply may count what else it did in its *Repair's
+// Descendants and Cancelled, added to the result once its transaction
+// commits. With dryRun it counts what it would change.
+func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.Status, dryRun bool, apply func(pgx.Tx, []int64, *Repair) error) (SelectionRepair, error) {
 	var res SelectionRepair
 	if err := db.resolve(ctx, &sel.Search); err != nil {
 		return res, err
@@ -208,8 +214,9 @@ func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.St
 	var last int64
 	for len(sts) > 0 {
 		var ids []int64
+		var more Repair
 		err := db.inTx(ctx, func(tx pgx.Tx) error {
-			ids = nil
+			ids, more = nil, Repair{}
 			if err := limitSearch(ctx, tx, &sel.Search); err != nil {
 				return err
 			}
@@ -246,7 +253,7 @@ func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.St
 			if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = DEFAULT"); err != nil {
 				return err
 			}
-			return apply(tx, ids)
+			return apply(tx, ids, &more)
 		})
 		if err != nil {
 			return res, searchErr(ctx, err)
@@ -255,6 +262,8 @@ func (db *DB) changeSelection(ctx context.Context, sel Selection, sts []queue.St
 			break
 		}
 		res.Changed += int64(len(ids))
+		res.Descendants += more.Descendants
+		res.Cancelled += more.Cancelled
 		last = ids[len(ids)-1]
 	}
 	if !running {

@@ -91,7 +91,7 @@ func TestEnqueueScheduled(t *testing.T) {
 	}
 	r = pepsi(t, "", "queue")
 	r.wantCode(t, 0)
-	if rows := fields(r.stdout); len(rows) < 3 || rows[1][0] != "parse" || rows[1][3] != "5" || rows[1][10] != "in" || !strings.HasPrefix(rows[1][11], "1h29m") {
+	if rows := fields(r.stdout); len(rows) < 3 || rows[1][0] != "parse" || rows[1][3] != "5" || rows[1][11] != "in" || !strings.HasPrefix(rows[1][12], "1h29m") {
 		t.Errorf("summary: want parse with 5 paused, the next due in 1h29m…:\n%s", r.stdout)
 	}
 }
@@ -157,8 +157,8 @@ func TestQueueControlsBadInput(t *testing.T) {
 		{[]string{"hold", id, "424242", "424243"}, "pepsi queue hold: no such message: 424242 (and 1 more of the ids given)"},
 		{[]string{"release", "--status", "pending"}, "pepsi queue release: --status pending: want held"},
 		{[]string{"release", "424242"}, "pepsi queue release: no such message: 424242"},
-		{[]string{"cancel"}, "pepsi queue cancel: give message IDs, or --status pending, paused or held"},
-		{[]string{"cancel", "--status", "running"}, "pepsi queue cancel: --status running: want pending, paused or held"},
+		{[]string{"cancel"}, "pepsi queue cancel: give message IDs, or --status pending, paused, held or waiting"},
+		{[]string{"cancel", "--status", "running"}, "pepsi queue cancel: --status running: want pending, paused, held or waiting"},
 		{[]string{"cancel", "--force", "--status", "pending"}, "pepsi queue cancel: --force cancels running messages by ID only"},
 		{[]string{"cancel", id, "--force"}, `pepsi queue cancel: "--force" after a message id: flags come first`},
 		{[]string{"cancel", "424242"}, "pepsi queue cancel: no such message: 424242"},
@@ -289,7 +289,7 @@ func TestQueueHoldReleaseCancelCommands(t *testing.T) {
 	pepsi(t, "", "queue", "hold", strconv.FormatInt(pend[2], 10)).wantCode(t, 0)
 	r = pepsi(t, "", append([]string{"queue", "cancel"}, idArg(pend[0], pend[2], k, done[0])...)...)
 	r.wantCode(t, 0)
-	if r.stdout != "cancelled 3 messages; 1 not pending, paused or held, left as it was\n" {
+	if r.stdout != "cancelled 3 messages; 1 not pending, paused, held or waiting, left as it was\n" {
 		t.Errorf("cancel by id: %q", r.stdout)
 	}
 	for _, id := range []int64{pend[0], pend[2], k} {

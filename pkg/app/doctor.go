@@ -82,6 +82,7 @@ var doctorChecks = []doctorCheck{
 	{"paused", true, checkPaused},
 	{"ingress", true, checkIngress},
 	{"schedules", true, checkSchedules},
+	{"joins", true, checkJoins},
 }
 
 // doctorOptions are the thresholds pepsi doctor's options set.

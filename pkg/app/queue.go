@@ -86,15 +86,24 @@ func parseStatusFlag(c *cli.Context) (queue.Status, error) {
 	s := c.String("status")
 	if s == "" {
 		if c.IsSet("status") {
-			return "", usage("--status is empty (want %s)", queue.StatusWords)
+			return "", usage("--status is empty (want %s)", statusWords())
 		}
 		return "", nil
 	}
 	st, err := queue.ParseStatus(s)
 	if err != nil {
-		return "", usage("--status %q: unknown status (want %s)", s, queue.StatusWords)
+		return "", usage("--status %q: unknown status (want %s)", s, statusWords())
 	}
 	return st, nil
+}
+
+// statusWords names every status (queue.Statuses), for messages.
+func statusWords() string {
+	words := make([]string, len(queue.Statuses))
+	for i, st := range queue.Statuses {
+		words[i] = string(st)
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // parseStageFlag reads a stage-name flag (empty: none given). Any

@@ -213,8 +213,8 @@ var (
 	cancelCommand = messageControl{
 		name:     "cancel",
 		usage:    "end messages failed, \"cancelled by USER\"",
-		statuses: []queue.Status{queue.Pending, queue.Paused, queue.Held},
-		want:     "pending, paused or held",
+		statuses: []queue.Status{queue.Pending, queue.Paused, queue.Held, queue.Waiting},
+		want:     "pending, paused, held or waiting",
 		done:     "cancelled",
 		run: func(db *admin.DB, c *cli.Context, p admin.ControlParams) (admin.ControlResult, error) {
 			return db.Cancel(c.Context, p)
@@ -227,7 +227,10 @@ var (
 			"its status line is not made), except in a pass that holds its row\n" +
 			"locked (pkg/worker's): that one is named busy, not waited for (exit 1).\n" +
 			"By ID, every ID must exist or nothing changes; finished messages are left\n" +
-			"as they are. Prints how many were cancelled.",
+			"as they are. A cancelled message's unfinished descendants (its children,\n" +
+			"theirs, ...) are cancelled with it, running ones included; a parent waiting\n" +
+			"at a join goes on once its last open child is cancelled. Prints how many\n" +
+			"were cancelled (the descendants not counted).",
 		force: true,
 	}
 )
@@ -240,7 +243,7 @@ func (m messageControl) command() *cli.Command {
 	usageText := "pepsi queue " + m.name + " ID...\npepsi queue " + m.name + " --status " + m.want + " [--stage NAME]"
 	if m.force {
 		flags = append(flags, &cli.BoolFlag{Name: "force", DisableDefaultText: true, Usage: "cancel running messages too (by ID): the outcome of their pass is ignored"})
-		usageText = "pepsi queue " + m.name + " [--force] ID...\npepsi queue " + m.name + " --status pending|paused|held [--stage NAME]"
+		usageText = "pepsi queue " + m.name + " [--force] ID...\npepsi queue " + m.name + " --status pending|paused|held|waiting [--stage NAME]"
 	}
 	return &cli.Command{
 		Name:        m.name,

@@ -35,7 +35,7 @@ func printEnqueued(c *cli.Context, db *admin.DB) error {
 // asked (all: every stage) wait in pepsi.ingress, unlisted, when pending
 // ones were asked for: once admitted they would be listed as pending.
 func noteEnqueued(c *cli.Context, db *admin.DB, p admin.ListParams) error {
-	if p.Status != "" && p.Status != queue.Pending {
+	if (p.Status != "" && p.Status != queue.Pending) || p.Parent > 0 { // an enqueued message is nobody's child
 		return nil
 	}
 	enq, err := db.Enqueued(c.Context)

@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pepsi-dev/pepsi/pkg/admin"
-	"github.com/pepsi-dev/pepsi/pkg/queue"
 )
 
 // lsPage is how many rows ls reads per query: it pages through the queue
@@ -27,16 +26,18 @@ func queueLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
 		Usage:     "list messages in id order",
-		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--older-than DURATION] [--header KEY=VALUE]... [--payload TEXT] [--since DURATION] [--limit N] [--json]",
+		UsageText: "pepsi queue ls [--stage NAME] [--status STATUS] [--parent ID] [--older-than DURATION] [--header KEY=VALUE]... [--payload TEXT] [--since DURATION] [--limit N] [--json]",
 		Description: "Lists the messages that match, in id (ingress) order: id, stage, status,\n" +
 			"attempts, priority, deduplication key, age (time since the row last\n" +
 			"changed), timeout (when a paused message is due: a retry, or a scheduled\n" +
-			"message, runs then; a held one keeps it for its release) and error. With --json,\n" +
+			"message, runs then; a held one keeps it for its release) and error. With\n" +
+			"--parent, the children of message ID (those it spawned, in a graph). With --json,\n" +
 			"one JSON object per line. A search (--header, --payload) reads the messages\n" +
 			"enqueued within --since (default 24h), and stops with an error after 10 s.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
-			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: " + queue.StatusWords},
+			&cli.StringFlag{Name: "status", Usage: "only messages with `STATUS`: " + statusWords()},
+			&cli.StringFlag{Name: "parent", Usage: "only the children of message `ID`"},
 			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
 			&cli.GenericFlag{Name: "header", Value: &stringList{}, Usage: "only messages whose header KEY has the value VALUE (`KEY=VALUE`; repeat it: every one)"},
 			&cli.StringFlag{Name: "payload", Usage: "only messages whose payload is UTF-8 text containing `TEXT` (case counts)"},
@@ -132,6 +133,13 @@ func lsParams(c *cli.Context) (admin.ListParams, error) {
 		if p.OlderThan, err = parseAge("older-than", s); err != nil {
 			return p, err
 		}
+	}
+	if s := c.String("parent"); s != "" || c.IsSet("parent") {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 {
+			return p, usage("--parent %q: want a message id (a positive integer)", s)
+		}
+		p.Parent = id
 	}
 	if p.Search, err = searchFlags(c); err != nil {
 		return p, err

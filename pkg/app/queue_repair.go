@@ -110,19 +110,23 @@ func queuePurgeCommand() *cli.Command {
 		Name:  "purge",
 		Usage: "delete done, failed or cancelled messages",
 		UsageText: "pepsi queue purge --status done|failed [--older-than DURATION] [--stage NAME] [--dry-run]\n" +
-			"pepsi queue purge --status pending|paused|running --force [...]",
+			"pepsi queue purge --status pending|paused|held|waiting|running --force [...]",
 		Description: "Deletes the messages with --status (and --stage, and unchanged for\n" +
 			"--older-than), payload and all, in batches of 10000 rows, each in its own\n" +
 			"transaction; the count goes to standard error as it grows when that is a\n" +
-			"terminal. Pending, paused and running messages are live work: purging\n" +
-			"them needs --force, and running ones are left alone while a dispatcher\n" +
-			"runs (exit 1). Prints how many were deleted.",
+			"terminal. Pending, paused, held, waiting and running messages are live\n" +
+			"work: purging them needs --force, and running ones are left alone while a\n" +
+			"dispatcher runs (exit 1). A purged message's unfinished descendants (in a\n" +
+			"graph: its children, theirs, ...) are deleted with it, but for running\n" +
+			"ones, which are cancelled; a parent waiting at a join for a purged child\n" +
+			"goes on once no child of it is open. Prints how many were deleted, and\n" +
+			"how many descendants (not counted by --dry-run).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "status", Usage: "delete messages with `STATUS`: done, failed or cancelled (pending, paused, running: with --force)"},
+			&cli.StringFlag{Name: "status", Usage: "delete messages with `STATUS`: done, failed or cancelled (pending, paused, held, waiting, running: with --force)"},
 			&cli.StringFlag{Name: "older-than", Usage: "only messages unchanged for `DURATION` (seconds, or 90m, 36h, 7d)"},
 			&cli.StringFlag{Name: "stage", Aliases: []string{"s"}, Usage: "only messages at stage `NAME`"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, DisableDefaultText: true, Usage: "count what would be deleted; delete nothing"},
-			&cli.BoolFlag{Name: "force", DisableDefaultText: true, Usage: "allow purging pending, paused or running messages"},
+			&cli.BoolFlag{Name: "force", DisableDefaultText: true, Usage: "allow purging pending, paused, held, waiting or running messages"},
 		},
 		Action: queuePurge,
 	}
@@ -137,7 +141,7 @@ func queuePurge(c *cli.Context) error {
 		return err
 	}
 	if status == "" {
-		return usage("--status is required: done, failed or cancelled (pending, paused or running with --force)")
+		return usage("--status is required: done, failed or cancelled (pending, paused, held, waiting or running with --force)")
 	}
 	if !status.Finished() && !c.Bool("force") {
 		return usage("--status %s: these messages are live work; purging them needs --force", status)
@@ -168,9 +172,21 @@ func queuePurge(c *cli.Context) error {
 	if p.DryRun {
 		fmt.Fprintf(c.App.Writer, "would purge %s\n", plural(res.Changed, "message"))
 	} else {
-		fmt.Fprintf(c.App.Writer, "purged %s\n", plural(res.Changed, "message"))
+		fmt.Fprintf(c.App.Writer, "purged %s%s\n", plural(res.Changed, "message"), treeText(res))
 	}
 	return heldError(res)
+}
+
+// treeText says what a purge did to the unfinished descendants of the
+// messages it deleted, "" when they had none.
+func treeText(res admin.Repair) string {
+	switch {
+	case res.Descendants == 0 && res.Cancelled == 0:
+		return ""
+	case res.Cancelled == 0:
+		return fmt.Sprintf(", and %s of theirs", plural(res.Descendants, "unfinished descendant"))
+	}
+	return fmt.Sprintf(", and %s of theirs (%d running: cancelled instead)", plural(res.Descendants+res.Cancelled, "unfinished descendant"), res.Cancelled)
 }
 
 // heldError reports running messages a repair left alone: the request was

@@ -21,13 +21,17 @@ func queueShowCommand() *cli.Command {
 		Name:      "show",
 		Usage:     "show messages: state, headers, payload size",
 		ArgsUsage: "ID...",
-		UsageText: "pepsi queue show [--json] ID...\npepsi queue show --payload ID",
+		UsageText: "pepsi queue show [--json] ID...\npepsi queue show --payload ID\npepsi queue show --result ID",
 		Description: "Prints each message's queue state, its headers and the size of its\n" +
 			"payload, a blank line between messages; with --json, one JSON object per\n" +
-			"line. With --payload, writes the raw payload of one message to standard\n" +
-			"output and nothing else. Every ID must exist, or nothing is printed.",
+			"line. In a graph, also its parent (id, stage, status), its children\n" +
+			"counted by status with the ids of a few open and failed ones, and the\n" +
+			"size and start of the result its stage left. With --payload, writes the\n" +
+			"raw payload of one message to standard output and nothing else; with\n" +
+			"--result, its raw result. Every ID must exist, or nothing is printed.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "payload", Aliases: []string{"p"}, DisableDefaultText: true, Usage: "write the raw payload of one message to standard output"},
+			&cli.BoolFlag{Name: "result", DisableDefaultText: true, Usage: "write the raw result of one message (what its stage left) to standard output"},
 			&cli.BoolFlag{Name: "json", DisableDefaultText: true, Usage: "one JSON object per line"},
 		},
 		Action: queueShow,
@@ -39,14 +43,20 @@ func queueShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	payload := c.Bool("payload")
+	payload, result := c.Bool("payload"), c.Bool("result")
+	raw := "--payload"
+	if result {
+		raw = "--result"
+	}
 	switch {
 	case len(ids) == 0:
 		return usage("no message ID given")
-	case payload && len(ids) > 1:
-		return usage("--payload writes one message: give one ID, not %d", len(ids))
-	case payload && c.Bool("json"):
-		return usage("--payload and --json do not go together")
+	case payload && result:
+		return usage("--payload and --result do not go together")
+	case (payload || result) && len(ids) > 1:
+		return usage("%s writes one message: give one ID, not %d", raw, len(ids))
+	case (payload || result) && c.Bool("json"):
+		return usage("%s and --json do not go together", raw)
 	}
 	db, _, err := openQueue(c)
 	if err != nil {
@@ -60,6 +70,14 @@ func queueShow(c *cli.Context) error {
 			return notFound(idError(err, ids[0]))
 		}
 		_, err = c.App.Writer.Write(p)
+		return err
+	}
+	if result {
+		r, err := db.ResultOf(c.Context, ids[0])
+		if err != nil {
+			return notFound(idError(err, ids[0]))
+		}
+		_, err = c.App.Writer.Write(r)
 		return err
 	}
 	msgs := make([]*admin.Message, len(ids))
@@ -133,6 +151,9 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 			timeout += " (" + fmtDue(m.Timeout.Time, now) + ")"
 		}
 	}
+	if m.Status == queue.Waiting {
+		timeout += " (waiting at join " + quoteIfNeeded(m.Stage) + ": pending there once its children have ended)"
+	}
 	if m.Status == queue.Held {
 		if m.Timeout == nil {
 			timeout += " (held: pending when released)"
@@ -164,6 +185,7 @@ func writeMessage(out *bufio.Writer, m *admin.Message, now time.Time) {
 		kv("header "+quoteIfNeeded(k), v)
 	}
 	kv("payload", plural(int64(m.PayloadSize), "byte"))
+	writeFamily(kv, m)
 }
 
 // writeHistory writes a message's failed passes, oldest first, one line

@@ -101,7 +101,7 @@ func TestQueueSummaryUnconfigured(t *testing.T) {
 	if len(lines) != 6+len(want) || !slices.Equal(lines[6:], want) {
 		t.Fatalf("summary:\n%s\nwant it to end with:\n%s", r.stdout, strings.Join(want, "\n"))
 	}
-	if f := strings.Fields(lines[2]); f[0] != "nowhere" || f[1] != "2" || f[3] != "1" || f[6] != "4" || f[10] != "in" || !strings.HasPrefix(f[11], "59m") {
+	if f := strings.Fields(lines[2]); f[0] != "nowhere" || f[1] != "2" || f[3] != "1" || f[7] != "4" || f[11] != "in" || !strings.HasPrefix(f[12], "59m") {
 		t.Errorf("nowhere's line: %q", lines[2])
 	}
 
@@ -122,8 +122,8 @@ func TestQueueSummary(t *testing.T) {
 	r.wantCode(t, 0)
 	rows := fields(r.stdout)
 	want := [][]string{
-		{"STAGE", "pending", "running", "paused", "held", "done", "failed", "cancelled", "total", "OLDEST_PENDING", "NEXT_DUE"},
-		{"(all)", "0", "0", "0", "0", "0", "0", "0", "0", "-", "-"},
+		{"STAGE", "pending", "running", "paused", "held", "waiting", "done", "failed", "cancelled", "total", "OLDEST_PENDING", "NEXT_DUE"},
+		{"(all)", "0", "0", "0", "0", "0", "0", "0", "0", "0", "-", "-"},
 		{"dispatcher:", "not", "running"},
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
@@ -147,13 +147,13 @@ func TestQueueSummary(t *testing.T) {
 		rows = fields(r.stdout)
 		want = [][]string{
 			want[0],
-			{"parse", "3", "0", "0", "0", "0", "2", "0", "5", "10m", "-"},
-			{"store", "1", "1", "0", "0", "4", "0", "1", "7", "3h05m", "-"},
-			{"(all)", "4", "1", "0", "0", "4", "2", "1", "12", "3h05m", "-"},
+			{"parse", "3", "0", "0", "0", "0", "0", "2", "0", "5", "10m", "-"},
+			{"store", "1", "1", "0", "0", "0", "4", "0", "1", "7", "3h05m", "-"},
+			{"(all)", "4", "1", "0", "0", "0", "4", "2", "1", "12", "3h05m", "-"},
 		}
 		// The age of parse's oldest pending message is 10m and some seconds.
-		if len(rows) == 5 && strings.HasPrefix(rows[1][9], "10m") {
-			rows[1][9] = "10m"
+		if len(rows) == 5 && strings.HasPrefix(rows[1][10], "10m") {
+			rows[1][10] = "10m"
 		}
 		if len(rows) != 5 || !slices.EqualFunc(rows[:4], want, slices.Equal) {
 			t.Fatalf("%q:\n%s", args, r.stdout)

@@ -52,7 +52,7 @@ var bulkStatuses = map[string][]queue.Status{
 	"purge":   {queue.Done, queue.Failed, queue.Cancelled},
 	"hold":    {queue.Pending, queue.Paused},
 	"release": {queue.Held},
-	"cancel":  {queue.Pending, queue.Paused, queue.Held, queue.Running},
+	"cancel":  {queue.Pending, queue.Paused, queue.Held, queue.Waiting, queue.Running},
 }
 
 // bulk is an action on several messages, bound to its confirmation.

@@ -28,7 +28,7 @@ const maxControlled = 10000
 var controlStatuses = map[string][]queue.Status{
 	"hold":    {queue.Pending, queue.Paused},
 	"release": {queue.Held},
-	"cancel":  {queue.Pending, queue.Paused, queue.Held},
+	"cancel":  {queue.Pending, queue.Paused, queue.Held, queue.Waiting},
 }
 
 // messageControl is a hold, release or cancel of a pick.
@@ -70,7 +70,7 @@ func (d *Dashboard) parseControl(kind string) func(*http.Request) (action, actio
 				return nil, page, fmt.Errorf("status %q: a %s of a list's messages takes a status of %s", p.Status, kind, statusList(want))
 			}
 			a.sel = p.selection()
-			a.byIDs = p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches()
+			a.byIDs = p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches() || p.parent > 0
 			return d.bulk(a, kind, p, change{}, a.force, r), page, nil
 		}
 		return a, page, nil

@@ -62,7 +62,18 @@ type messagePage struct {
 	// Unrecorded: passes it made may have left no trace (done, or passed
 	// at stages it never failed at); the timeline says so.
 	Unrecorded bool `json:"-"`
+	// Its graph: its children by status (with their lists), the newest
+	// childrenShown of them, and the start of its result as text.
+	Kids       []cell    `json:"-"`
+	KidRows    []listRow `json:"-"`
+	KidsMore   bool      `json:"-"` // more children than KidRows
+	KidsURL    string    `json:"-"` // the list of them all
+	ResultText string    `json:"-"`
+	ResultHex  string    `json:"-"`
 }
+
+// childrenShown is how many children the message page lists.
+const childrenShown = 100
 
 // messageID reads the {id} of the path, or answers 400 and returns false;
 // so it does when the parameters are wrong (checkParams).
@@ -112,7 +123,7 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB
 		Message:  m,
 		Headers:  headers(m.Headers),
 		Payload:  showPayload(head, size, id),
-		CanRetry: m.Status != queue.Pending && m.Status != queue.Held,
+		CanRetry: m.Status != queue.Pending && m.Status != queue.Held && m.Status != queue.Waiting,
 		Stages:   d.opts.Stages,
 	}
 	for _, c := range []button{{"hold", "Hold"}, {"release", "Release"}, {"cancel", "Cancel"}} {
@@ -131,6 +142,10 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB
 	if m.Status == queue.Failed {
 		page.Group = admin.FoldReason(m.Error, m.DispatchError)
 		page.GroupURL = groupURL(m.Stage, page.Group)
+	}
+	if err := family(ctx, db, &page); err != nil {
+		d.dbFailed(w, r, err)
+		return
 	}
 	d.render(w, r, http.StatusOK, "message", view{Title: "Message " + strconv.FormatInt(id, 10), Nav: "messages", Page: page})
 }

@@ -24,6 +24,7 @@ type filter struct {
 	Newer  string `json:"newer,omitempty"` // changed within this long
 	Text   string `json:"q,omitempty"`     // in the error or the dispatch_error
 	Reason string `json:"reason,omitempty"`
+	Parent int64  `json:"parent,omitempty"` // the children of this message
 	// The search: headers (KEY=VALUE, every one), text in a text
 	// payload, enqueued within Since (admin.DefaultSince when empty).
 	Headers []string `json:"header,omitempty"`
@@ -77,12 +78,12 @@ func parseFilter(r *http.Request) (filter, error) {
 	for _, n := range []struct {
 		name string
 		dst  *int64
-	}{{"before", &f.Before}, {"after", &f.After}} {
+	}{{"before", &f.Before}, {"after", &f.After}, {"parent", &f.Parent}} {
 		if *n.dst, err = parseID(n.name, r.FormValue(n.name)); err != nil {
 			return f, err
 		}
 	}
-	p.Before, p.After = f.Before, f.After
+	p.Before, p.After, p.Parent = f.Before, f.After, f.Parent
 	if s := r.FormValue("limit"); s != "" {
 		if f.Limit, err = strconv.Atoi(s); err != nil || f.Limit < 1 || f.Limit > 1000 {
 			return f, fmt.Errorf("limit %q: want a number from 1 to 1000", s)
@@ -174,6 +175,9 @@ func (f *filter) query() url.Values {
 	for _, h := range f.Headers {
 		q.Add("header", h)
 	}
+	if f.Parent > 0 {
+		q.Set("parent", strconv.FormatInt(f.Parent, 10))
+	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
@@ -238,7 +242,7 @@ var barActions = []struct {
 		[]queue.Status{queue.Failed, queue.Cancelled, queue.Paused, queue.Done, queue.Running}},
 	{"hold", "Hold", []queue.Status{"", queue.Pending, queue.Paused}, []queue.Status{queue.Pending, queue.Paused}},
 	{"release", "Release", []queue.Status{"", queue.Held}, []queue.Status{queue.Held}},
-	{"cancel", "Cancel", []queue.Status{"", queue.Pending, queue.Paused, queue.Held}, []queue.Status{queue.Pending, queue.Paused, queue.Held}},
+	{"cancel", "Cancel", []queue.Status{"", queue.Pending, queue.Paused, queue.Held, queue.Waiting}, []queue.Status{queue.Pending, queue.Paused, queue.Held, queue.Waiting}},
 	{"purge", "Purge", []queue.Status{"", queue.Done, queue.Failed, queue.Cancelled}, []queue.Status{queue.Done, queue.Failed, queue.Cancelled}},
 }
 
@@ -329,7 +333,7 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		return nil
 	}
 	p := page.Filter.params
-	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" && p.Search.Since == 0 && len(p.Search.Headers) == 0 && p.Search.Payload == "" {
+	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" && p.Parent == 0 && p.Search.Since == 0 && len(p.Search.Headers) == 0 && p.Search.Payload == "" {
 		c, err := d.pageCounts(ctx, db)
 		if err != nil {
 			return err
@@ -346,6 +350,6 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 	}
 	var err error
 	page.Total, page.TotalMore, err = db.CountSelection(ctx, admin.Selection{Stage: p.Stage, Status: p.Status,
-		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason, Search: p.Search}, maxTotal)
+		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason, Parent: p.Parent, Search: p.Search}, maxTotal)
 	return err
 }

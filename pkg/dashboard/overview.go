@@ -116,6 +116,9 @@ type overviewPage struct {
 	RestStatuses []queue.Status `json:"rest_statuses"`
 	TotalLead    []cell         `json:"-"`
 	TotalRest    []cell         `json:"-"`
+	// Joins are the parents waiting at each join stage and their children
+	// still open (read only when the counts have waiting messages).
+	Joins []admin.JoinCount `json:"joins"`
 }
 
 // Columns is how many columns a row of the stages' table has.
@@ -249,6 +252,13 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		page.Stages = []stageRow{}
 	}
 	page.TotalLead, page.TotalRest = cells("", page.Totals, leadStatuses), cells("", page.Totals, rest)
+	page.Joins = []admin.JoinCount{}
+	if page.Totals[string(queue.Waiting)] > 0 {
+		if page.Joins, err = db.Joins(ctx); err != nil {
+			d.dbFailed(w, r, err)
+			return
+		}
+	}
 	page.Banners = d.banners(page, h, order)
 	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: refresh, Updated: counts.at, Page: page})
 }

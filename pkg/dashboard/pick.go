@@ -34,6 +34,8 @@ type pick struct {
 	Stage, Status, Older, Newer, Text, Reason string
 	Headers                                   []string
 	Payload, Since                            string
+	Parent                                    string // the children of this message
+	parent                                    int64
 	status                                    queue.Status
 	older, newer                              time.Duration
 	search                                    admin.Search
@@ -45,6 +47,7 @@ func parsePick(r *http.Request) (pick, error) {
 		Scope: r.PostFormValue("scope"), Stage: r.PostFormValue("stage"), Status: r.PostFormValue("status"),
 		Older: r.PostFormValue("older"), Newer: r.PostFormValue("newer"), Text: r.PostFormValue("q"), Reason: r.PostFormValue("reason"),
 		Headers: given(r.PostForm["header"]), Payload: r.PostFormValue("payload"), Since: r.PostFormValue("since"),
+		Parent: r.PostFormValue("parent"),
 	}
 	switch p.Scope {
 	case "", "selected", "filter":
@@ -76,6 +79,9 @@ func parsePick(r *http.Request) (pick, error) {
 	if p.older, err = parseAgeParam("older", p.Older); err != nil {
 		return p, err
 	}
+	if p.parent, err = parseID("parent", p.Parent); err != nil {
+		return p, err
+	}
 	if p.newer, err = parseAgeParam("newer", p.Newer); err != nil {
 		return p, err
 	}
@@ -101,7 +107,7 @@ func parsePick(r *http.Request) (pick, error) {
 func (p pick) ticked() bool { return p.Scope == "selected" || (p.Scope == "" && len(p.IDs) > 0) }
 
 func (p pick) hasFilter() bool {
-	return p.Stage != "" || p.Status != "" || p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches()
+	return p.Stage != "" || p.Status != "" || p.Older != "" || p.Newer != "" || p.Text != "" || p.Reason != "" || p.Parent != "" || p.searches()
 }
 
 // searches reports whether the pick has a search's filters, which only
@@ -113,7 +119,7 @@ func (p pick) selection() admin.Selection {
 	if p.ticked() {
 		return admin.Selection{IDs: p.IDs}
 	}
-	return admin.Selection{Stage: p.Stage, Status: p.status, OlderThan: p.older, NewerThan: p.newer, Text: p.Text, Reason: p.Reason, Search: p.search}
+	return admin.Selection{Stage: p.Stage, Status: p.status, OlderThan: p.older, NewerThan: p.newer, Text: p.Text, Reason: p.Reason, Parent: p.parent, Search: p.search}
 }
 
 // what says the pick in words.
@@ -141,6 +147,9 @@ func (p pick) what() string {
 	}
 	if p.Reason != "" {
 		s += " failed with " + strconv.Quote(p.Reason)
+	}
+	if p.parent > 0 {
+		s += " spawned by message " + strconv.FormatInt(p.parent, 10)
 	}
 	if p.Text != "" {
 		s += " whose error contains " + strconv.Quote(p.Text)
@@ -176,7 +185,7 @@ func (p pick) fields() []field {
 		return out
 	}
 	out = append(out, field{"stage", p.Stage}, field{"status", p.Status}, field{"older", p.Older},
-		field{"newer", p.Newer}, field{"q", p.Text}, field{"reason", p.Reason}, field{"payload", p.Payload}, field{"since", p.Since})
+		field{"newer", p.Newer}, field{"q", p.Text}, field{"reason", p.Reason}, field{"payload", p.Payload}, field{"since", p.Since}, field{"parent", p.Parent})
 	for _, h := range p.Headers {
 		out = append(out, field{"header", h})
 	}

@@ -37,7 +37,7 @@ func (d *Dashboard) parsePurge(r *http.Request) (action, actionPage, error) {
 		}
 		return nil, page, fmt.Errorf("status %s: the dashboard purges done, failed or cancelled messages only (pepsi queue purge --force does the others)", p.status)
 	}
-	if p.Newer != "" || p.Text != "" || p.Reason != "" || p.searches() {
+	if p.Newer != "" || p.Text != "" || p.Reason != "" || p.parent > 0 || p.searches() {
 		return d.bulk(&selectionAction{kind: "purge", sel: p.selection()}, "purge", p, change{}, false, r), page, nil
 	}
 	if p.Older == "" {

@@ -56,7 +56,7 @@ func (d *Dashboard) parseRetry(r *http.Request) (action, actionPage, error) {
 	if p.status == queue.Pending {
 		return nil, page, errors.New("status pending: pending messages are queued already")
 	}
-	if p.Older == "" && p.Newer == "" && p.Text == "" && !p.searches() {
+	if p.Older == "" && p.Newer == "" && p.Text == "" && p.parent == 0 && !p.searches() {
 		// pepsi queue retry --status S [--stage NAME] (and a failure group).
 		a := &retry{params: admin.RedriveParams{Status: p.status, Stage: p.Stage, Reason: p.Reason, ToStage: c.ToStage, Priority: c.Priority}}
 		return d.bulk(a, "retry", p, c, false, r), page, nil

@@ -17,6 +17,7 @@ import (
 type queueCounts struct {
 	health *admin.Health
 	done   map[string]int64
+	joins  map[string]admin.JoinCount // the waiting parents by join stage
 }
 
 // readCounts reads the health model of stages and counts the done messages
@@ -30,8 +31,35 @@ func readCounts(ctx context.Context, src *Source, stages []string) (queueCounts,
 	if q.health, err = db.Health(ctx, admin.HealthConfig{Stages: stages}); err != nil {
 		return q, err
 	}
-	q.done, err = db.DoneCounts(ctx)
+	if q.done, err = db.DoneCounts(ctx); err != nil {
+		return q, err
+	}
+	js, err := db.Joins(ctx)
+	q.joins = make(map[string]admin.JoinCount, len(js))
+	for _, j := range js {
+		q.joins[j.Stage] = j
+	}
 	return q, err
+}
+
+// joinDescs describe pepsi_queue_waiting_parents and
+// pepsi_queue_open_children, which both collectors give.
+func joinDescs() (parents, children *prometheus.Desc) {
+	return prometheus.NewDesc("pepsi_queue_waiting_parents",
+			"Parents waiting at the join stage until their children have ended (status waiting).",
+			[]string{"stage"}, nil),
+		prometheus.NewDesc("pepsi_queue_open_children",
+			"Children not yet ended (live) of the parents waiting at the join stage.",
+			[]string{"stage"}, nil)
+}
+
+// collectJoins sends the join gauges of stages.
+func (q *queueCounts) collectJoins(ch chan<- prometheus.Metric, parents, children *prometheus.Desc, stages []string) {
+	for _, st := range stages {
+		j := q.joins[st]
+		ch <- prometheus.MustNewConstMetric(parents, prometheus.GaugeValue, float64(j.Parents), st)
+		ch <- prometheus.MustNewConstMetric(children, prometheus.GaugeValue, float64(j.Children), st)
+	}
 }
 
 // newPausedDesc describes pepsi_stage_paused, which both collectors give.
@@ -106,6 +134,9 @@ func (q *queueCounts) stages() []string {
 	for _, p := range q.health.Paused {
 		out = append(out, p.Stage)
 	}
+	for s := range q.joins {
+		out = append(out, s)
+	}
 	return out
 }
 
@@ -121,15 +152,20 @@ type depthCollector struct {
 	depth    *prometheus.Desc
 	oldest   *prometheus.Desc
 	paused   *prometheus.Desc
+	parents  *prometheus.Desc
+	children *prometheus.Desc
 	failures prometheus.Counter
 }
 
 func newDepthCollector(src *Source, stages []string, only bool, maxAge time.Duration, log *episode) *depthCollector {
+	parents, children := joinDescs()
 	return &depthCollector{
-		stages: stages,
-		only:   only,
-		counts: &cache[queueCounts]{maxAge: maxAge, read: func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, src, stages) }},
-		log:    log,
+		parents:  parents,
+		children: children,
+		stages:   stages,
+		only:     only,
+		counts:   &cache[queueCounts]{maxAge: maxAge, read: func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, src, stages) }},
+		log:      log,
 		depth: prometheus.NewDesc("pepsi_queue_depth",
 			"Messages in the queue by stage and status, counted at most every few seconds when scraped.",
 			[]string{"stage", "status"}, nil),
@@ -148,6 +184,8 @@ func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.depth
 	ch <- d.oldest
 	ch <- d.paused
+	ch <- d.parents
+	ch <- d.children
 	d.failures.Describe(ch)
 }
 
@@ -175,4 +213,5 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d.oldest, prometheus.GaugeValue, q.oldestAge(by[depthKey{stage, queue.Pending}]), stage)
 		ch <- prometheus.MustNewConstMetric(d.paused, prometheus.GaugeValue, q.pausedValue(stage), stage)
 	}
+	q.collectJoins(ch, d.parents, d.children, names)
 }

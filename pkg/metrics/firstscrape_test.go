@@ -88,6 +88,8 @@ func TestFamiliesFromFirstScrape(t *testing.T) {
 		"pepsi_queue_depth":                       n * statuses,
 		"pepsi_queue_oldest_pending_age_seconds":  n,
 		"pepsi_stage_paused":                      n,
+		"pepsi_queue_waiting_parents":             n,
+		"pepsi_queue_open_children":               n,
 		"pepsi_queue_count_failures_total":        1,
 		"promhttp_metric_handler_errors_total":    2, // cause: encoding, gathering
 	}
@@ -109,6 +111,8 @@ func TestFamiliesFromFirstScrape(t *testing.T) {
 		"pepsi_queue_messages":                           n * statuses,
 		"pepsi_queue_oldest_pending_age_seconds":         n,
 		"pepsi_stage_paused":                             n,
+		"pepsi_queue_waiting_parents":                    n,
+		"pepsi_queue_open_children":                      n,
 		"pepsi_dispatcher_running":                       1,
 		"pepsi_build_info":                               1,
 		"promhttp_metric_handler_errors_total":           2,

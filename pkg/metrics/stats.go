@@ -136,6 +136,8 @@ type Stats struct {
 	messages *prometheus.Desc
 	oldest   *prometheus.Desc
 	paused   *prometheus.Desc
+	parents  *prometheus.Desc // pepsi_queue_waiting_parents
+	children *prometheus.Desc // pepsi_queue_open_children
 	running  *prometheus.Desc
 }
 
@@ -196,6 +198,7 @@ func newStats(opts StatsOptions) *Stats {
 		paused:  newPausedDesc(),
 		running: prometheus.NewDesc("pepsi_dispatcher_running", "1 when a dispatcher runs (it holds the single-dispatcher lock, or a stage set's locks), else 0.", nil, nil),
 	}
+	s.parents, s.children = joinDescs()
 	return s
 }
 
@@ -233,6 +236,8 @@ func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.messages
 	ch <- s.oldest
 	ch <- s.paused
+	ch <- s.parents
+	ch <- s.children
 	ch <- s.running
 }
 
@@ -277,5 +282,6 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range stages {
 		ch <- prometheus.MustNewConstMetric(s.paused, prometheus.GaugeValue, snap.queue.pausedValue(st), st)
 	}
+	snap.queue.collectJoins(ch, s.parents, s.children, stages)
 	ch <- prometheus.MustNewConstMetric(s.running, prometheus.GaugeValue, gauge(snap.queue.health.DispatcherRuns()))
 }
