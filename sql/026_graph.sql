@@ -33,9 +33,15 @@ ALTER TABLE pepsi.state DETACH PARTITION pepsi.state_live;
 ALTER TABLE pepsi.state ATTACH PARTITION pepsi.state_live FOR VALUES IN ('pending', 'running', 'paused', 'held', 'waiting');
 ALTER TABLE pepsi.state_live DROP CONSTRAINT state_live_waiting;
 
--- A message's children, in every partition (the join's read, a cancel's
--- cascade, the open-children check); done partitions made later get it too.
-CREATE INDEX state_parent ON pepsi.state (parent) WHERE parent IS NOT NULL;
+-- A message's children in spawn order, in every partition (the join's
+-- read, a cancel's cascade, the open-children check, a page of children);
+-- done partitions made later get it too.
+CREATE INDEX state_parent ON pepsi.state (parent, id) WHERE parent IS NOT NULL;
+
+-- A waiting message keeps its deduplication key, as any unfinished one.
+DROP INDEX pepsi.state_dedup;
+CREATE UNIQUE INDEX state_dedup ON pepsi.state_live (dedup_key)
+    WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'held', 'waiting');
 
 -- The parents waiting at a join (the dispatcher's sweep, the overview).
 CREATE INDEX state_waiting ON pepsi.state_live (stage, id) WHERE status = 'waiting';

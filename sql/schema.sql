@@ -282,7 +282,7 @@ BEGIN
     END IF;
     LOOP
         SELECT s.id INTO id FROM pepsi.state_live s
-         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused', 'held');
+         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused', 'held', 'waiting');
         IF FOUND THEN
             created := false;
             RETURN;
@@ -292,7 +292,7 @@ BEGIN
         VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' OR p_run_at IS NOT NULL THEN NULL -- no headers: no key, no lookup
              ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END,
              CASE WHEN p_run_at IS NULL THEN 'pending' ELSE 'paused' END, p_run_at)
-        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'held')
+        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'held', 'waiting')
         DO NOTHING;
         IF FOUND THEN
             INSERT INTO pepsi.message (id, headers, payload)
@@ -763,7 +763,7 @@ BEGIN
         RAISE EXCEPTION 'pepsi.spawn: key of % bytes: want at most 1024', octet_length(p_key) USING ERRCODE = '22023';
     END IF;
     IF p_key IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live s WHERE s.dedup_key = p_key
-                                       AND s.status IN ('pending', 'running', 'paused', 'held')) THEN
+                                       AND s.status IN ('pending', 'running', 'paused', 'held', 'waiting')) THEN
         RAISE EXCEPTION 'pepsi.spawn: message %: key % is held by an unfinished message', p_parent, p_key
             USING ERRCODE = '23505';
     END IF;
@@ -1267,13 +1267,13 @@ ALTER TABLE ONLY pepsi.wake
     ADD CONSTRAINT wake_pkey PRIMARY KEY (dispatcher);
 
 -- INDEX state_parent
-CREATE INDEX state_parent ON ONLY pepsi.state USING btree (parent) WHERE (parent IS NOT NULL);
+CREATE INDEX state_parent ON ONLY pepsi.state USING btree (parent, id) WHERE (parent IS NOT NULL);
 
--- INDEX state_cancelled_parent_idx
-CREATE INDEX state_cancelled_parent_idx ON pepsi.state_cancelled USING btree (parent) WHERE (parent IS NOT NULL);
+-- INDEX state_cancelled_parent_id_idx
+CREATE INDEX state_cancelled_parent_id_idx ON pepsi.state_cancelled USING btree (parent, id) WHERE (parent IS NOT NULL);
 
 -- INDEX state_dedup
-CREATE UNIQUE INDEX state_dedup ON pepsi.state_live USING btree (dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'held'::text])));
+CREATE UNIQUE INDEX state_dedup ON pepsi.state_live USING btree (dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'held'::text, 'waiting'::text])));
 
 -- INDEX state_done_id
 CREATE INDEX state_done_id ON ONLY pepsi.state_done USING btree (id);
@@ -1287,14 +1287,14 @@ CREATE INDEX state_done_erred ON ONLY pepsi.state_done USING btree (id) WHERE ((
 -- INDEX state_done_default_id_idx1
 CREATE INDEX state_done_default_id_idx1 ON pepsi.state_done_default USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
 
--- INDEX state_done_parent_idx
-CREATE INDEX state_done_parent_idx ON ONLY pepsi.state_done USING btree (parent) WHERE (parent IS NOT NULL);
+-- INDEX state_done_parent_id_idx
+CREATE INDEX state_done_parent_id_idx ON ONLY pepsi.state_done USING btree (parent, id) WHERE (parent IS NOT NULL);
 
--- INDEX state_done_default_parent_idx
-CREATE INDEX state_done_default_parent_idx ON pepsi.state_done_default USING btree (parent) WHERE (parent IS NOT NULL);
+-- INDEX state_done_default_parent_id_idx
+CREATE INDEX state_done_default_parent_id_idx ON pepsi.state_done_default USING btree (parent, id) WHERE (parent IS NOT NULL);
 
--- INDEX state_failed_parent_idx
-CREATE INDEX state_failed_parent_idx ON pepsi.state_failed USING btree (parent) WHERE (parent IS NOT NULL);
+-- INDEX state_failed_parent_id_idx
+CREATE INDEX state_failed_parent_id_idx ON pepsi.state_failed USING btree (parent, id) WHERE (parent IS NOT NULL);
 
 -- INDEX state_failed_updated
 CREATE INDEX state_failed_updated ON pepsi.state_failed USING btree (updated_at);
@@ -1305,8 +1305,8 @@ CREATE INDEX state_flow ON pepsi.state_live USING btree (stage, flow_key, id) WH
 -- INDEX state_live_erred
 CREATE INDEX state_live_erred ON pepsi.state_live USING btree (id) WHERE ((error IS NOT NULL) OR (dispatch_error IS NOT NULL));
 
--- INDEX state_live_parent_idx
-CREATE INDEX state_live_parent_idx ON pepsi.state_live USING btree (parent) WHERE (parent IS NOT NULL);
+-- INDEX state_live_parent_id_idx
+CREATE INDEX state_live_parent_id_idx ON pepsi.state_live USING btree (parent, id) WHERE (parent IS NOT NULL);
 
 -- INDEX state_paused
 CREATE INDEX state_paused ON pepsi.state_live USING btree (timeout) WHERE (status = 'paused'::text);
@@ -1335,8 +1335,8 @@ ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_20001_30001_pkey;
 -- INDEX ATTACH message_default_pkey
 ALTER INDEX pepsi.message_pkey ATTACH PARTITION pepsi.message_default_pkey;
 
--- INDEX ATTACH state_cancelled_parent_idx
-ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_cancelled_parent_idx;
+-- INDEX ATTACH state_cancelled_parent_id_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_cancelled_parent_id_idx;
 
 -- INDEX ATTACH state_done_default_id_idx
 ALTER INDEX pepsi.state_done_id ATTACH PARTITION pepsi.state_done_default_id_idx;
@@ -1344,17 +1344,17 @@ ALTER INDEX pepsi.state_done_id ATTACH PARTITION pepsi.state_done_default_id_idx
 -- INDEX ATTACH state_done_default_id_idx1
 ALTER INDEX pepsi.state_done_erred ATTACH PARTITION pepsi.state_done_default_id_idx1;
 
--- INDEX ATTACH state_done_default_parent_idx
-ALTER INDEX pepsi.state_done_parent_idx ATTACH PARTITION pepsi.state_done_default_parent_idx;
+-- INDEX ATTACH state_done_default_parent_id_idx
+ALTER INDEX pepsi.state_done_parent_id_idx ATTACH PARTITION pepsi.state_done_default_parent_id_idx;
 
--- INDEX ATTACH state_done_parent_idx
-ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_done_parent_idx;
+-- INDEX ATTACH state_done_parent_id_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_done_parent_id_idx;
 
--- INDEX ATTACH state_failed_parent_idx
-ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_failed_parent_idx;
+-- INDEX ATTACH state_failed_parent_id_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_failed_parent_id_idx;
 
--- INDEX ATTACH state_live_parent_idx
-ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_live_parent_idx;
+-- INDEX ATTACH state_live_parent_id_idx
+ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_live_parent_id_idx;
 
 -- TRIGGER message message_deleted
 CREATE TRIGGER message_deleted AFTER DELETE ON pepsi.message REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_deleted();

@@ -162,9 +162,9 @@ UPDATE pepsi.state s
        priority = coalesce($4::int, s.priority),
        flow_key = ` + queue.FlowKeyAt + `coalesce(nullif($2::text, ''), s.stage)),
        dedup_key = CASE
-           WHEN s.dedup_key IS NULL OR s.status IN ('pending', 'running', 'paused', 'held') THEN s.dedup_key
+           WHEN s.dedup_key IS NULL OR s.status IN ('pending', 'running', 'paused', 'held', 'waiting') THEN s.dedup_key
            WHEN EXISTS (SELECT FROM pepsi.state o
-                         WHERE o.dedup_key = s.dedup_key AND o.status IN ('pending', 'running', 'paused', 'held')) THEN NULL
+                         WHERE o.dedup_key = s.dedup_key AND o.status IN ('pending', 'running', 'paused', 'held', 'waiting')) THEN NULL
            WHEN EXISTS (SELECT FROM pepsi.state o
                          WHERE o.id = ANY($1::bigint[]) AND o.id < s.id AND o.dedup_key = s.dedup_key
                            AND o.status = ANY($3::text[])) THEN NULL

@@ -51,7 +51,7 @@ func ParseStatus(s string) (Status, error) {
 }
 
 // StatusWords names every status, for messages.
-const StatusWords = "pending, running, paused, held, done, failed or cancelled"
+const StatusWords = "pending, running, paused, held, waiting, done, failed or cancelled"
 
 // DB is a pool of connections to a pepsi database.
 type DB struct {

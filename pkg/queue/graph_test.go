@@ -188,6 +188,26 @@ func TestGraphSQL(t *testing.T) {
 		t.Errorf("after the parent's cancel, %d of its tree are not cancelled", n)
 	}
 
+	// A waiting parent keeps its deduplication key: an enqueue with it
+	// finds the parent, and the parent's release is not refused.
+	var keyed int64
+	if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue('split', '', '{}', 0, 'order-7')").Scan(&keyed); err != nil {
+		t.Fatal(err)
+	}
+	kc := claimOne(t, ctx, db, "split")
+	exec(t, db, "SELECT pepsi.spawn_many($1, 'kk', ARRAY['1']::bytea[])", keyed)
+	settle(queue.Settle{ID: keyed, Stage: "split", Pass: kc.Pass, Verdict: queue.Join, Next: "sum"})
+	var again int64
+	if err := db.Pool.QueryRow(ctx, "SELECT pepsi.enqueue('split', '', '{}', 0, 'order-7')").Scan(&again); err != nil || again != keyed {
+		t.Errorf("an enqueue with a waiting parent's key: %d, %v; want the parent, %d", again, err, keyed)
+	}
+	kid2 := claimOne(t, ctx, db, "kk")
+	finish(kid2, "x")
+	settle(queue.Settle{ID: kid2.ID, Stage: "kk", Pass: kid2.Pass, Verdict: queue.PassOK, Parent: keyed})
+	if got := statusOf(t, ctx, db, keyed); got != "pending@sum" {
+		t.Errorf("the keyed parent after its child: %s", got)
+	}
+
 	// The depth bound: 16 levels below the message enqueued.
 	id := seed1(t, db, "deep", queue.Pending)
 	for level := 1; level <= 17; level++ {

@@ -133,7 +133,7 @@ BEGIN
     END IF;
     LOOP
         SELECT s.id INTO id FROM pepsi.state_live s
-         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused', 'held');
+         WHERE s.dedup_key = p_key AND s.status IN ('pending', 'running', 'paused', 'held', 'waiting');
         IF FOUND THEN
             created := false;
             RETURN;
@@ -143,7 +143,7 @@ BEGIN
         VALUES (id, p_stage, coalesce(p_priority, 0), p_key, CASE WHEN coalesce(p_headers, '{}') = '{}' OR p_run_at IS NOT NULL THEN NULL -- no headers: no key, no lookup
              ELSE (SELECT pepsi.flow_key(p_headers ->> k.header) FROM pepsi.flow_keys k WHERE k.stage = p_stage) END,
              CASE WHEN p_run_at IS NULL THEN 'pending' ELSE 'paused' END, p_run_at)
-        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'held')
+        ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'held', 'waiting')
         DO NOTHING;
         IF FOUND THEN
             INSERT INTO pepsi.message (id, headers, payload)

@@ -59,8 +59,9 @@ END $$;
 -- pepsi.spawn() makes one child of the running message p_parent, pending
 -- at p_stage, and returns its id. The child has its own payload, headers,
 -- priority and deduplication key (a key an unfinished message holds
--- raises 23505; one committed meanwhile, state_dedup's own error). It is visible to the dispatcher when the stage's
--- transaction commits, with the parent's move.
+-- raises 23505; one committed meanwhile, state_dedup's own error). It is
+-- visible to the dispatcher when the stage's transaction commits, with the
+-- parent's move.
 CREATE OR REPLACE FUNCTION pepsi.spawn(p_parent bigint, p_stage text, p_payload bytea DEFAULT '\x',
                                        p_headers jsonb DEFAULT '{}', p_priority integer DEFAULT 0,
                                        p_key text DEFAULT NULL, p_pass bigint DEFAULT NULL)
@@ -76,7 +77,7 @@ BEGIN
         RAISE EXCEPTION 'pepsi.spawn: key of % bytes: want at most 1024', octet_length(p_key) USING ERRCODE = '22023';
     END IF;
     IF p_key IS NOT NULL AND EXISTS (SELECT FROM pepsi.state_live s WHERE s.dedup_key = p_key
-                                       AND s.status IN ('pending', 'running', 'paused', 'held')) THEN
+                                       AND s.status IN ('pending', 'running', 'paused', 'held', 'waiting')) THEN
         RAISE EXCEPTION 'pepsi.spawn: message %: key % is held by an unfinished message', p_parent, p_key
             USING ERRCODE = '23505';
     END IF;
