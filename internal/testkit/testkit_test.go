@@ -163,7 +163,7 @@ func TestCheckInvariants(t *testing.T) {
 			fmt.Sprintf("2 messages left running (first: %d)", ids[1]),
 			fmt.Sprintf("1 messages without a state row (first: %d)", ids[5]),
 			"dispatch_stats.done = 2, rows done = 1",
-			"dispatch_stats.failed = 0, rows failed = 1",
+			"dispatch_stats.failed = 0 (+ join_failed 0), rows failed = 1",
 			"claimed 9 != done 2 + failed 0 + paused 0 + requeued 0 + reset 1 + cancelled 0",
 		}},
 		{[]Check{Settled, RowsOnly}, []string{
