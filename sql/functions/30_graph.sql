@@ -197,9 +197,22 @@ DECLARE
 BEGIN
     FOR v_level IN 0 .. pepsi.spawn_depth() LOOP
         EXIT WHEN coalesce(cardinality(v_ids), 0) = 0;
+        -- Only a parent with at most one child open as this statement sees
+        -- it (the other may be ending in a transaction not yet committed),
+        -- or with a failed child where that fails it, is locked and read
+        -- again: one with more has a join no end settles yet, and a row
+        -- lock per settle of a wide fan-out would be a write per settle.
+        -- Three callers ending a parent's last three children at once could
+        -- each see two open; the janitor's sweep settles that join.
         SELECT array_agg(w.id) INTO v_locked FROM (
             SELECT s.id FROM pepsi.state_live s
-             WHERE s.id = ANY (v_ids) AND s.status = 'waiting' AND s.handed IS NULL
+             WHERE s.id = ANY (ARRAY(
+                       SELECT c.id FROM pepsi.state_live c
+                        WHERE c.id = ANY (v_ids) AND c.status = 'waiting' AND c.handed IS NULL
+                          AND ((SELECT count(*) FROM (SELECT FROM pepsi.state_live o WHERE o.parent = c.id LIMIT 2) o) < 2
+                               OR p_all IS NOT NULL AND NOT (c.stage = ANY (p_all))
+                                  AND EXISTS (SELECT FROM pepsi.state_failed f WHERE f.parent = c.id))))
+               AND s.status = 'waiting' AND s.handed IS NULL
              ORDER BY s.id FOR UPDATE) w;
         EXIT WHEN v_locked IS NULL;
         v_failed := NULL;
