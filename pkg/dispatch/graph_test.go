@@ -122,7 +122,7 @@ func TestGraphPolicies(t *testing.T) {
 		"sum",
 		"sum-all\nJOIN_POLICY = all")
 	b.start()
-	failing := b.enqueue("split", "split=fanout:4/ok+bad+slow+slow/sum bad=exit:3 slow=slow:4s sum=joinread")[0]
+	failing := b.enqueue("split", "split=fanout:4/ok+bad+slow+slow/sum bad=exit:3 slow=slow:10s sum=joinread")[0]
 	all := b.enqueue("split", "split=fanout:3/ok+bad+crashes/sum-all ok=result bad=exit:3 crashes=crash sum-all=joinread")[0]
 	b.waitFor("the failing parent failed", 2*time.Minute, func() bool { st, _, _ := b.row(failing); return st == "failed" })
 	b.waitFor("the other parent done", 2*time.Minute, func() bool { st, _, _ := b.row(all); return st == "done" })

@@ -118,6 +118,11 @@ func (d *Dispatcher) reported(r serviceReport) {
 		d.tally.dirty = true
 	}
 	d.tally.joined(r.joined)
+	for _, j := range r.joined {
+		if st := d.plan.byName[j.Stage]; st != nil && !j.Failed {
+			d.plan.markMore(st) // released there: worth a claim
+		}
+	}
 	if r.err != nil && !queue.IsFenced(r.err) {
 		d.obs.QueueRetry(reason(r.err))
 		if queue.IsOutage(r.err) {
