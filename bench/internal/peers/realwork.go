@@ -32,6 +32,9 @@ import (
 //go:embed stage.py
 var stagePy []byte
 
+//go:embed kitstage.py
+var kitStagePy []byte
+
 // workOptions configure the real-work step.
 type workOptions struct {
 	Messages       int
@@ -39,6 +42,8 @@ type workOptions struct {
 	RiverWorkers   int
 	RiverMaxConns  int
 	Python         string // a python3 with psycopg2; "" skips the Python stage
+	KitPython      string // the python of a virtualenv with pepsi-stage (contrib/python); "" skips its stage
+	KitSource      string // contrib/python: the package the run installs into that virtualenv
 	PgbenchSeconds int
 	Systems        []string // --work-systems; nil: all
 	// RiverFetchCooldown is River's FetchCooldown in the chain; it also
@@ -57,7 +62,7 @@ type workOptions struct {
 // pepsiWork is one pepsi configuration of the real work.
 type pepsiWork struct {
 	label       string
-	kind        string // worker, worker-onetrip, plain, plain-onetrip, python or python-onetrip
+	kind        string // worker, worker-onetrip, plain, plain-onetrip, python, python-onetrip or python-kit
 	parallelism int
 	queueLimit  int
 	maxMessages int
@@ -126,6 +131,12 @@ func runPepsiWork(ctx context.Context, exe, self, dir, serverDSN string, o workO
 	for i, s := range stages {
 		var prog string
 		switch w.kind {
+		case "python-kit":
+			py := filepath.Join(dir, "kitstage.py")
+			if err := os.WriteFile(py, kitStagePy, 0o644); err != nil {
+				return res, err
+			}
+			prog = shellQuote(o.KitPython) + " " + shellQuote(py)
 		case "python", "python-onetrip":
 			py := filepath.Join(dir, "stage.py")
 			if err := os.WriteFile(py, stagePy, 0o755); err != nil {
@@ -550,4 +561,29 @@ func findPython(given string) string {
 		}
 	}
 	return ""
+}
+
+// kitPython makes a virtualenv under dir that sees the distribution's
+// psycopg 3 and installs the package pepsi-stage from src (contrib/python)
+// into it, without PyPI, and returns its python; "" with why when it
+// cannot.
+func kitPython(dir, src string) (string, string) {
+	if src == "" {
+		return "", "no --python-kit"
+	}
+	if _, err := os.Stat(filepath.Join(src, "pyproject.toml")); err != nil {
+		return "", err.Error()
+	}
+	venv := filepath.Join(dir, "kit-venv")
+	py := filepath.Join(venv, "bin", "python")
+	for _, args := range [][]string{
+		{"/usr/bin/python3", "-m", "venv", "--system-site-packages", "--without-pip", venv},
+		{py, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-index", src},
+		{py, "-c", "import pepsi_stage, psycopg"},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			return "", fmt.Sprintf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return py, ""
 }

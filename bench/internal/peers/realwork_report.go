@@ -17,6 +17,7 @@ const (
 	targetWorkCeiling = 0.7 // pkg/worker stage, defaults ÷ the pgbench ceiling
 	targetWorkTuned   = 0.9 // defaults ÷ QUEUE_LIMIT 32
 	targetWorkPlain   = 1.3 // one-statement-per-round-trip stage ÷ River
+	targetWorkKit     = 2.0 // the Python package's stage, defaults ÷ River (issue 53)
 )
 
 // The pepsi configurations of the real work: the seed's defaults
@@ -32,12 +33,14 @@ var (
 	// The same two in one round trip a pass (pepsi-worker(7) EXAMPLES).
 	workPlain1  = pepsiWork{kind: "plain-onetrip", label: "pepsi, plain pgx stage, one round trip (pgx.Batch of the two statements), defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	workPython1 = pepsiWork{kind: "python-onetrip", label: "pepsi, Python (psycopg2) stage, one round trip like contrib/python/onetrip.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	// The Python package (contrib/python, psycopg 3), as README shows a stage.
+	workKit = pepsiWork{kind: "python-kit", label: "pepsi, Python package pepsi-stage (psycopg 3) stage as README shows it, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 )
 
 var pgbenchClients = []int{6, 12}
 
 // workSystems are the real-work step's systems, for --work-systems.
-var workSystems = []string{"river", "default", "tuned", "onetrip", "onetrip-tuned", "plain", "plain-onetrip", "python", "python-onetrip", "pgbench"}
+var workSystems = []string{"river", "default", "tuned", "onetrip", "onetrip-tuned", "plain", "plain-onetrip", "python", "python-onetrip", "python-kit", "pgbench"}
 
 func (o workOptions) want(sys string) bool {
 	return o.Systems == nil || slices.Contains(o.Systems, sys)
@@ -46,8 +49,9 @@ func (o workOptions) want(sys string) bool {
 // workRun holds the real-work step's figures over the runs.
 type workRun struct {
 	dir, self, python                string
+	kitPython, noKit                 string // the package's python; why there is none
 	river, def, tuned, plain, plain1 *series
-	one, oneTuned, py, py1           *series
+	one, oneTuned, py, py1, kit      *series
 	pg                               []*series
 }
 
@@ -70,6 +74,10 @@ func newWorkRun(o options) (*workRun, error) {
 		py:       &series{name: workPython.label, unit: "passes/s"},
 		plain1:   &series{name: workPlain1.label, unit: "passes/s"},
 		py1:      &series{name: workPython1.label, unit: "passes/s"},
+		kit:      &series{name: workKit.label, unit: "passes/s"},
+	}
+	if o.work.want("python-kit") {
+		w.kitPython, w.noKit = kitPython(dir, o.work.KitSource)
 	}
 	for _, c := range pgbenchClients {
 		w.pg = append(w.pg, &series{name: fmt.Sprintf("pgbench, same transaction shape, %d clients (the ceiling)", c), unit: "tx/s"})
@@ -94,16 +102,20 @@ func (w *workRun) run(ctx context.Context, i int, exe string, o options, progres
 		s   *series
 	}{{"default", workDefaults, w.def}, {"tuned", workTuned, w.tuned},
 		{"onetrip", workOneTrip, w.one}, {"onetrip-tuned", workOneTripTuned, w.oneTuned}, {"plain", workPlain, w.plain},
-		{"plain-onetrip", workPlain1, w.plain1}, {"python", workPython, w.py}, {"python-onetrip", workPython1, w.py1}} {
+		{"plain-onetrip", workPlain1, w.plain1}, {"python", workPython, w.py}, {"python-onetrip", workPython1, w.py1}, {"python-kit", workKit, w.kit}} {
 		if !o.work.want(c.sys) {
 			continue
 		}
-		if strings.HasPrefix(c.cfg.kind, "python") && w.python == "" {
+		if c.cfg.kind == "python-kit" && w.kitPython == "" {
+			progress("realwork: the Python package's stage is skipped: %s", w.noKit)
+			continue
+		}
+		if strings.HasPrefix(c.cfg.kind, "python") && c.cfg.kind != "python-kit" && w.python == "" {
 			progress("realwork: no python3 with psycopg2: the Python stage (%s) is skipped", c.sys)
 			continue
 		}
 		o2 := o.work
-		o2.Python = w.python
+		o2.Python, o2.KitPython = w.python, w.kitPython
 		r, err := runPepsiWork(ctx, exe, w.self, w.dir, o.dsn, o2, c.cfg, progress)
 		if err != nil {
 			return fmt.Errorf("realwork, %s: %w", c.cfg.label, err)
@@ -151,7 +163,7 @@ func (w *workRun) report(out io.Writer, o options) {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tPASSES/S (MEDIAN)\t÷ RIVER\t÷ CEILING\tRUNS")
-	for _, s := range append([]*series{w.river, w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1}, w.pg...) {
+	for _, s := range append([]*series{w.river, w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1, w.kit}, w.pg...) {
 		if len(s.values) == 0 {
 			continue
 		}
@@ -182,6 +194,9 @@ func (w *workRun) report(out io.Writer, o options) {
 	target("plain pgx one-statement stage ÷ River", w.plain.median(), riv, targetWorkPlain)
 	if len(w.py.values) > 0 {
 		target("Python one-statement stage ÷ River", w.py.median(), riv, targetWorkPlain)
+	}
+	if len(w.kit.values) > 0 {
+		target("Python package stage, defaults ÷ River", w.kit.median(), riv, targetWorkKit)
 	}
 	tw.Flush()
 }
