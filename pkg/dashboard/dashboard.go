@@ -66,6 +66,9 @@ type Dashboard struct {
 	results  results
 	confirms confirmations
 	sampling atomic.Bool // Run runs
+	// historyFailing: the charts' history could not be read or written
+	// (logged once until it can).
+	historyFailing bool
 }
 
 // New returns a dashboard; Run must run for its charts to have data.
@@ -130,13 +133,33 @@ func (d *Dashboard) sample(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errStats := d.samples.take(ctx, db)
+	errHistory := d.samples.restore(ctx, db, time.Now())
+	stages, at, errStats := d.samples.take(ctx, db)
+	if errStats == nil && errHistory == nil {
+		errHistory = d.samples.keep(ctx, db, at, stages)
+	}
+	if ctx.Err() == nil {
+		d.historyFailed(errHistory)
+	}
 	errCounts := d.counts.refresh(ctx, db)
 	owners, errSessions := db.DispatcherSessions(ctx, d.sessionStages(d.counts.latest()))
 	if errSessions == nil {
 		d.standbys.note(owners, time.Now())
 	}
 	return errors.Join(errStats, errCounts, errSessions)
+}
+
+// historyFailed logs the first of a run of failures to read or write the
+// charts' history (nil: it worked), and when it works again; it does not
+// fail the sample: the charts go on from memory.
+func (d *Dashboard) historyFailed(err error) {
+	switch {
+	case err != nil && !d.historyFailing:
+		d.log.Warn("dashboard: the throughput charts' history cannot be kept in pepsi.throughput (is the schema migrated?); the charts start empty after a restart", "err", err)
+	case err == nil && d.historyFailing:
+		d.log.Info("dashboard: the throughput charts' history is kept again")
+	}
+	d.historyFailing = err != nil
 }
 
 // pageCounts returns the counts a page shows: while the sampler runs, it

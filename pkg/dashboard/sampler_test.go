@@ -82,7 +82,7 @@ func TestSamplerSumsWriters(t *testing.T) {
 	}
 	defer adb.Close()
 	s := newSampler(time.Minute, time.Second)
-	if err := s.take(ctx, adb); err != nil {
+	if _, _, err := s.take(ctx, adb); err != nil {
 		t.Fatal(err)
 	}
 	if x := s.samples[0]; x.ok["a"] != 12 || x.failed["a"] != 3 || x.ok["b"] != 4 {
