@@ -33,6 +33,11 @@ type Options struct {
 	// Stages are the configured stages, in pipeline order: they are listed
 	// first, and even when they have no messages.
 	Stages []string
+	// Schedules are the [schedule-NAME] sections, for the schedules page,
+	// and PollInterval the dispatchers' POLL_INTERVAL (how late a slot may
+	// be before it is overdue; default config.DefaultPollInterval).
+	Schedules    []config.Schedule
+	PollInterval time.Duration
 	// Auth says who may act; nil: nobody (a read-only dashboard).
 	Auth *Auth
 	// Metrics, when set, serves /metrics and /healthz beside the dashboard.
@@ -87,6 +92,9 @@ func New(opts Options) *Dashboard {
 	}
 	if opts.Refresh == 0 {
 		opts.Refresh = DefaultRefresh
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = config.DefaultPollInterval
 	}
 	return &Dashboard{
 		opts:    opts,
@@ -218,6 +226,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", d.withDB(d.overview))
 	mux.HandleFunc("GET /failures", d.withDB(d.failures))
+	mux.HandleFunc("GET /schedules", d.withDB(d.schedules))
 	mux.HandleFunc("GET /messages", d.withDB(d.messages))
 	mux.HandleFunc("GET /messages/{id}", d.withDB(d.message))
 	mux.HandleFunc("GET /messages/{id}/payload", d.withDB(d.payload))
