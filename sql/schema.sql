@@ -1155,6 +1155,14 @@ CREATE TABLE pepsi.stats_flush (
     updated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+-- TABLE throughput
+CREATE TABLE pepsi.throughput (
+    at timestamp with time zone NOT NULL,
+    stage text NOT NULL,
+    processed bigint NOT NULL,
+    failed bigint NOT NULL
+);
+
 -- TABLE wake
 CREATE UNLOGGED TABLE pepsi.wake (
     dispatcher text NOT NULL,
@@ -1274,6 +1282,10 @@ ALTER TABLE ONLY pepsi.state_live
 -- CONSTRAINT stats_flush stats_flush_pkey
 ALTER TABLE ONLY pepsi.stats_flush
     ADD CONSTRAINT stats_flush_pkey PRIMARY KEY (dispatcher);
+
+-- CONSTRAINT throughput throughput_pkey
+ALTER TABLE ONLY pepsi.throughput
+    ADD CONSTRAINT throughput_pkey PRIMARY KEY (at, stage);
 
 -- CONSTRAINT wake wake_pkey
 ALTER TABLE ONLY pepsi.wake

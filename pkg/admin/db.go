@@ -46,6 +46,14 @@ func (db *DB) Now(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
+// Setting returns the value of the server's setting name in a session of
+// the pool, as SHOW prints it.
+func (db *DB) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
+
 // inTx runs fn in a READ COMMITTED transaction, retried when transient.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return queue.Retry(ctx, func() error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,7 +55,14 @@ const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
 // held, then released; one cancelled from its page); the history timeline
 // of a message that failed twice and then passed; the pages at a phone's width
 // (390 px: the overview's failed column in view without scrolling, the
-// page not scrolling sideways) and in the dark.
+// page not scrolling sideways) and in the dark. Issue 54: the charts larger,
+// with the scale's values; the banners' severities (no dispatcher an
+// error, a pause a notice); the way back of a confirmation away from its
+// red button; scheduled messages apart from retries, due to the minute;
+// the overview's next due; the schedules page; the theme switch,
+// remembered over a reload; and at 390 px, a failure group's Retry… and
+// Purge…, a failed list's errors and a message's history on the first
+// screen.
 func TestBrowser(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
@@ -65,7 +73,8 @@ func TestBrowser(t *testing.T) {
 		t.Skip(msg)
 	}
 	t.Parallel()
-	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}, stages: []string{"parse", "enrich", "deliver"}, noSampler: true})
+	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}, stages: []string{"parse", "enrich", "deliver"}, noSampler: true,
+		options: withSchedules(t, browserConf)})
 	seed := seedPipeline(t, s)
 	lost := seed.lost
 
@@ -76,7 +85,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.NoSandbox, // root in CI
 		chromedp.DisableGPU,
 		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1400, 1000),
+		chromedp.WindowSize(1280, 1000),
 		chromedp.CombinedOutput(&out),
 	)...)
 	browser, closeTab := chromedp.NewContext(actx)
@@ -137,7 +146,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The overview, all well, and its screenshot.
-	overview("open the overview", "table.stages svg.chart")
+	overview("open the overview", "section.charts svg.chart")
 	text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS("section.dispatcher")))
 	if err != nil || !strings.Contains(text, "owns every stage") || !strings.Contains(text, "Standbys waiting") {
 		t.Errorf("the overview's dispatcher: %q, %v", text, err)
@@ -165,6 +174,25 @@ func TestBrowser(t *testing.T) {
 	if red, err := chromedp.Run(c, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("td.zero a"), a => getComputedStyle(a).color)`)); err != nil ||
 		slices.Contains(red, "rgb(192, 57, 43)") {
 		t.Errorf("a zero drawn red: %v, %v", red, err)
+	}
+	// The charts: larger, the scale's values beside them.
+	type size struct{ W, H float64 }
+	if sz, err := chromedp.Run(c, chromedp.Evaluate[size](`(() => { const r = document.querySelector("svg.chart").getBoundingClientRect(); return {W: r.width, H: r.height}; })()`)); err != nil || sz.W < 300 || sz.H < 90 {
+		t.Errorf("the chart is %+v px, want at least 300 × 90 (%v)", sz, err)
+	}
+	if v := columnTexts(t, c, "figure.chart:first-of-type svg.chart text.value"); len(v) < 3 || !strings.HasSuffix(v[0], "/s") || v[2] != "0" {
+		t.Errorf("the chart's scale: %q, want its top, its half and 0", v)
+	}
+	// Every chart in view at 1280 px, none scrolled sideways.
+	if r, err := chromedp.Run(c, chromedp.Evaluate[[]float64](`Array.from(document.querySelectorAll("svg.chart"), e => e.getBoundingClientRect().right)`)); err != nil || len(r) != 3 || slices.ContainsFunc(r, func(x float64) bool { return x > 1280 }) {
+		t.Errorf("the charts end at %v px of a 1280 px window (%v)", r, err)
+	}
+	// The next due: deliver's scheduled messages and retries.
+	if !slices.Contains(heads, "next due") {
+		t.Errorf("the overview has no next due column: %v", heads)
+	}
+	if due := columnTexts(t, c, "table.stages tbody td.due"); len(due) != 3 || due[0] != "–" || !regexp.MustCompile(`^in [1-5] min`).MatchString(due[2]) {
+		t.Errorf("the next due of parse, enrich, deliver: %q, want none, …, in 5 min or less (a retry before the scheduled ones)", due)
 	}
 	png := shot("overview")
 	if p := os.Getenv(screenshotEnv); p != "" {
@@ -194,6 +222,20 @@ func TestBrowser(t *testing.T) {
 	}
 	if b := columnTexts(t, c, "li.banner.no_dispatcher"); len(b) != 1 {
 		t.Errorf("no dispatcher, and no banner says so: %v", columnTexts(t, c, "li.banner"))
+	}
+	before := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(c, chromedp.Evaluate[string](`getComputedStyle(document.querySelector(`+strconv.Quote(sel)+`), "::before").content`))
+		if err != nil {
+			fatal("the severity of "+sel, err)
+		}
+		return v
+	}
+	if e, w := before("li.banner.no_dispatcher.error"), before("li.banner.orphans.warning"); e != `"error"` || w != `"warning"` {
+		t.Errorf("the banners' severities: no dispatcher %s, orphans %s", e, w)
+	}
+	if first := columnTexts(t, c, "li.banner:first-child.error"); len(first) != 1 {
+		t.Errorf("the first banner is not an error: %v", columnTexts(t, c, "li.banner"))
 	}
 	shot("overview-banners")
 
@@ -240,6 +282,14 @@ func TestBrowser(t *testing.T) {
 	if st := s.states(lost); st[0].Status != "failed" {
 		t.Fatalf("the confirmation retried: %+v", st[0])
 	}
+	backAway := func(where string) {
+		t.Helper()
+		gap, err := chromedp.Run(c, chromedp.Evaluate[float64](`document.querySelector("a.back").getBoundingClientRect().top - document.querySelector("form.confirm button.danger").getBoundingClientRect().bottom`))
+		if err != nil || gap < 30 {
+			t.Errorf("%s: the way back is %v px below the red button, not away from it (%v)", where, gap, err)
+		}
+	}
+	backAway("the confirmation")
 	shot("confirmation")
 	if err := chromedp.Do(c, chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.CSS("a.next"))); err != nil {
 		fatal("confirm", err)
@@ -335,6 +385,12 @@ func TestBrowser(t *testing.T) {
 	if b := columnTexts(t, c, "li.banner.paused"); len(b) != 1 || !strings.Contains(b[0], "Stage parse is paused, by alice since") || !strings.Contains(b[0], "the parser's schema is changing") {
 		t.Errorf("the paused stage's banner: %v", b)
 	}
+	if n := before("li.banner.paused.notice"); n != `"notice"` {
+		t.Errorf("the pause's severity: %s", n)
+	}
+	if bg, err := chromedp.Run(c, chromedp.Evaluate[[]string](`["li.banner.paused", "li.banner.no_dispatcher"].map(s => getComputedStyle(document.querySelector(s)).backgroundColor)`)); err != nil || len(bg) != 2 || bg[0] == bg[1] {
+		t.Errorf("a pause looks like no dispatcher: %v, %v", bg, err)
+	}
 	if badge := columnTexts(t, c, "table.stages span.badge.paused"); len(badge) != 1 {
 		t.Errorf("paused badges: %v", badge)
 	}
@@ -365,6 +421,65 @@ func TestBrowser(t *testing.T) {
 	if st := s.states([]int64{atoi(t, pendingIDs[2])}); st[0].Status != "cancelled" || st[0].Error == nil || *st[0].Error != "cancelled by alice" {
 		t.Errorf("the cancelled message: %+v", st[0])
 	}
+
+	// Scheduled messages apart from retries, due to the minute.
+	step("deliver's paused messages", chromedp.Navigate(s.base+"/messages?stage=deliver&status=paused"), chromedp.WaitVisible(chromedp.CSS("table.messages")))
+	var scheduled, retries int
+	for _, st := range columnTexts(t, c, "table.messages td.status") {
+		switch {
+		case regexp.MustCompile(`^scheduled in 1 h 4[4-7] min$`).MatchString(st):
+			scheduled++
+		case regexp.MustCompile(`^paused retry in ([1-5] min( \d+ s)?|\d+ s|now)$`).MatchString(st):
+			retries++
+		default:
+			t.Errorf("a paused message's status: %q", st)
+		}
+	}
+	if scheduled != 2 || retries != 3 {
+		t.Errorf("%d scheduled and %d retries, want 2 and 3", scheduled, retries)
+	}
+	shot("scheduled")
+
+	// The schedules.
+	step("the schedules", chromedp.Click(chromedp.CSS(`header nav a[href="/schedules"]`)), chromedp.WaitVisible(chromedp.CSS("table.schedules")))
+	if names := columnTexts(t, c, "table.schedules tbody th"); !slices.Equal(names, []string{"nightly-report", "tick"}) {
+		t.Errorf("the schedules: %v", names)
+	}
+	if next := columnTexts(t, c, "table.schedules td.next"); len(next) != 2 || !strings.Contains(next[0], " 02:30:00 UTC (in ") || !strings.Contains(next[1], "(in ") {
+		t.Errorf("the next slots: %q", next)
+	}
+	if last := columnTexts(t, c, "table.schedules td.last"); len(last) != 2 || last[0] != "–" || !strings.Contains(last[1], "message "+strconv.FormatInt(seed.tickID, 10)) {
+		t.Errorf("the last slots: %q", last)
+	}
+	shot("schedules")
+
+	// The theme switch: light, dark, and the system's again; remembered
+	// over a reload.
+	background := func() string {
+		t.Helper()
+		bg, err := chromedp.Run(c, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+		if err != nil {
+			fatal("the background", err)
+		}
+		return bg
+	}
+	themeIs := func(want, bg string) {
+		t.Helper()
+		if got := columnTexts(t, c, "button.theme"); len(got) != 1 || got[0] != "theme: "+want || background() != bg {
+			t.Errorf("the theme: %v on %s, want %s on %s", got, background(), want, bg)
+		}
+	}
+	const light, dark = "rgb(255, 255, 255)", "rgb(22, 25, 28)"
+	themeIs("auto", light)
+	step("the theme: light", chromedp.Click(chromedp.CSS("button.theme")))
+	themeIs("light", light)
+	step("the theme: dark", chromedp.Click(chromedp.CSS("button.theme")))
+	themeIs("dark", dark)
+	step("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("table.schedules")))
+	themeIs("dark", dark)
+	shot("schedules-dark")
+	step("the theme: the system's", chromedp.Click(chromedp.CSS("button.theme")))
+	themeIs("auto", light)
 
 	// The history of a message that failed twice and then passed: a
 	// timeline, oldest first; the long reason cut until asked for.
@@ -416,8 +531,42 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("at 390 px, %s ends at %v px of a %v px window, the page %v px wide", col, b.Right, b.Width, b.Scroll)
 		}
 	}
+	if r, err := chromedp.Run(c, chromedp.Evaluate[float64](`document.querySelector("li.banner.error").getBoundingClientRect().right`)); err != nil || r > 390 || before("li.banner.error") != `"error"` {
+		t.Errorf("at 390 px, the error banner ends at %v px, or does not say error (%v)", r, err)
+	}
 	shot("overview-phone")
-	for _, path := range []string{"/messages?status=pending", "/failures", "/messages/" + strconv.FormatInt(lost[0], 10), "/messages/" + hist} {
+	// In view at 390 px without scrolling: a failure group's Retry… and
+	// Purge…, a failed list's errors, a message's history.
+	inView := func(what, sel string, minWidth float64) {
+		t.Helper()
+		b, err := chromedp.Run(c, chromedp.Evaluate[[]float64](`Array.from(document.querySelectorAll(`+strconv.Quote(sel)+`)).slice(0, 3).map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.width, r.top]; }).flat()`))
+		if err != nil || len(b) == 0 {
+			t.Errorf("at 390 px, %s: none (%v)", what, err)
+			return
+		}
+		for i := 0; i+3 < len(b); i += 4 {
+			if b[i] < 0 || b[i+1] > 390 || b[i+2] < minWidth || b[i+3] > 844 {
+				t.Errorf("at 390 px, %s is at [%v, %v] px, %v px wide, %v px down: not in view", what, b[i], b[i+1], b[i+2], b[i+3])
+			}
+		}
+	}
+	step("the failures on a phone", chromedp.Navigate(s.base+"/failures"), chromedp.WaitVisible(chromedp.CSS("table.groups")))
+	inView("a failure group's Retry…", "table.groups td.acts button:first-of-type", 40)
+	inView("a failure group's Purge…", `table.groups td.acts button[formaction="/purge"]`, 40)
+	step("the failed on a phone", chromedp.Navigate(s.base+"/messages?status=failed"), chromedp.WaitVisible(chromedp.CSS("table.messages")))
+	inView("a failed message's error", "table.messages td.error", 200)
+	failedIDs := columnTexts(t, c, "table.messages td.n a")
+	if len(failedIDs) == 0 {
+		t.Fatal("no failed message")
+	}
+	step("a failed message on a phone", chromedp.Navigate(s.base+"/messages/"+failedIDs[0]), chromedp.WaitVisible(chromedp.CSS("ol.timeline")))
+	inView("a failed message's history", "ol.timeline > li.now", 200)
+	step("a confirmation on a phone", chromedp.Navigate(s.base+"/messages?stage=parse&status=pending"), chromedp.WaitVisible(chromedp.CSS("table.messages")),
+		chromedp.Click(chromedp.CSS(`button.all[formaction="/cancel"]`)), chromedp.WaitVisible(chromedp.CSS("p.count")))
+	backAway("the confirmation on a phone")
+	shot("confirmation-phone")
+	for _, path := range []string{"/messages?status=pending", "/failures", "/messages/" + strconv.FormatInt(lost[0], 10), "/messages/" + hist,
+		"/messages?stage=deliver&status=paused", "/schedules"} {
 		if err := chromedp.Do(c, chromedp.Navigate(s.base+path), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
 			fatal("open "+path+" on a phone", err)
 		}
@@ -428,7 +577,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// In the dark.
-	if err := chromedp.Do(c, chromedp.EmulateViewport(1400, 1000), func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+	if err := chromedp.Do(c, chromedp.EmulateViewport(1280, 1000), func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
 		return chromedp.Void{}, err
@@ -445,6 +594,21 @@ func TestBrowser(t *testing.T) {
 	stop()
 	testkit.Wait(t, "Chromium's processes to exit", time.Minute, func() bool { return len(processesUsing(profile)) == 0 })
 }
+
+// browserConf is the browser test's pepsi.conf, for its schedules.
+const browserConf = `[stage-parse]
+PROGRAM = p
+[stage-enrich]
+PROGRAM = e
+[stage-deliver]
+PROGRAM = d
+[schedule-nightly-report]
+STAGE = deliver
+CRON = 30 2 * * *
+[schedule-tick]
+STAGE = parse
+EVERY = 5m
+`
 
 // atoi reads a message id the page showed.
 func atoi(t *testing.T, s string) int64 {
@@ -488,6 +652,7 @@ func processesUsing(dir string) []int {
 // retries, and how to stop the dispatcher and its standby.
 type seeded struct {
 	lost                        []int64
+	tickID                      int64 // the last message of schedule tick
 	stopDispatcher, stopStandby func()
 }
 
@@ -507,6 +672,12 @@ func seedPipeline(t *testing.T, s *site) seeded {
 		s.exec(`UPDATE pepsi.state SET status = 'running' WHERE id = ANY($1)`, ids[st.done+st.paused:st.done+st.paused+st.running])
 		s.exec(`UPDATE pepsi.state SET updated_at = now() - interval '3 minutes' WHERE id = $1`, ids[len(ids)-1])
 	}
+	// Two scheduled at deliver, never run: due in 1 h 47 min.
+	s.exec(`UPDATE pepsi.state SET status = 'paused', attempts = 0, timeout = now() + interval '1 hour 47 minutes 30 seconds' WHERE id = ANY($1)`, s.enqueue("deliver", 2, nil))
+	tick := s.enqueue("parse", 1, nil)[0]
+	s.exec(`UPDATE pepsi.state SET status = 'done' WHERE id = $1`, tick)
+	s.exec(`INSERT INTO pepsi.schedule (name, since, last_slot, last_id, last_at)
+		VALUES ('tick', now() - interval '1 hour', to_timestamp(floor(extract(epoch FROM now()) / 300) * 300), $1, now())`, tick)
 	lost := s.enqueue("enrich", 12, []byte(`{"order":2}`))
 	for i, id := range lost {
 		s.fail([]int64{id}, "order "+strconv.Itoa(4100+i*7)+": sku not in the catalogue")
@@ -548,5 +719,5 @@ func seedPipeline(t *testing.T, s *site) seeded {
 		s.getJSON("/", alice, &o)
 		return o.Totals["failed"] == 16 && len(o.Standbys) == 1
 	})
-	return seeded{lost: lost, stopStandby: stopStandby, stopDispatcher: func() { disp.Close(context.Background()) }}
+	return seeded{lost: lost, tickID: tick, stopStandby: stopStandby, stopDispatcher: func() { disp.Close(context.Background()) }}
 }

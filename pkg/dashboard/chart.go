@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"math"
 	"strings"
+	"time"
 )
 
 // The throughput chart: a small inline SVG drawn on the server (no script,
@@ -16,16 +17,20 @@ import (
 // messages (those failed in the bar's span and failed still: a stage's
 // own pepsi.fail() is an ok pass, and shows here alone) as a share of the
 // bar's passes, full at chartFullShare or when no pass is known; ticks
-// every 5 bars and the window's ends labelled. Only numbers and times go into it. The colours are the
+// every 5 bars, each labelled with its time, and the scale's values on the
+// left (issue 54: the charts were 180 × 50 px without a value on their
+// axis). Only numbers and times go into it. The colours are the
 // style sheet's (classes), with fills as a fallback.
 
 const (
-	chartBar       = 10   // bar width, px
-	chartGap       = 2    // between bars
-	chartHeight    = 36   // the bars' area, px
-	chartLane      = 12   // the failed share's lane, px
-	chartDeadLane  = 6    // the failed messages' lane, px
-	chartLabels    = 11   // the tick labels' line, px
+	chartGutter    = 44   // left of the bars: the scale's values, px
+	chartBar       = 16   // bar width, px
+	chartGap       = 3    // between bars
+	chartHeight    = 60   // the bars' area, px
+	chartLane      = 14   // the failed share's lane, px
+	chartDeadLane  = 8    // the failed messages' lane, px
+	chartLabels    = 13   // the tick labels' line, px
+	chartRight     = 2    // right of the bars, px
 	chartFullShare = 0.10 // a failed share that fills the lane
 )
 
@@ -60,9 +65,12 @@ func chartTop(charts ...[]bin) float64 {
 
 // chartSVG draws bins on a scale up to top (passes per second; 0: nothing
 // passed anywhere), over a window written as window ("15 min"); a bar's
-// title says its time, rates and failed share.
+// title says its time, rates and failed share. Left of the bars, the
+// scale's values (its top, half of it, 0) and the lanes' full share; under
+// them, the time of every fifth bar.
 func chartSVG(bins []bin, top float64, window string) template.HTML {
-	width := len(bins)*(chartBar+chartGap) - chartGap
+	bars := len(bins)*(chartBar+chartGap) - chartGap
+	width := chartGutter + bars + chartRight
 	height := chartHeight + 1 + chartLane + chartDeadLane + chartLabels
 	base := float64(chartHeight) + 0.5 // the axis
 	var sb strings.Builder
@@ -72,9 +80,21 @@ func chartSVG(bins []bin, top float64, window string) template.HTML {
 	}
 	fmt.Fprintf(&sb, `<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="throughput, %s; scale to %s">`,
 		width, height, width, height, last, rate(top))
-	fmt.Fprintf(&sb, `<line class="top" x1="0" y1="0.5" x2="%d" y2="0.5" stroke="#ccc" stroke-dasharray="2 2"/>`, width)
+	// The scale: its top, dashed, and half of it, dotted, with their values.
+	fmt.Fprintf(&sb, `<line class="top" x1="%d" y1="0.5" x2="%d" y2="0.5" stroke="#ccc" stroke-dasharray="2 2"/>`, chartGutter, chartGutter+bars)
+	fmt.Fprintf(&sb, `<line class="top" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ccc" stroke-dasharray="1 3"/>`, chartGutter, base/2, chartGutter+bars, base/2)
+	value := func(y float64, text string) {
+		fmt.Fprintf(&sb, `<text class="value" x="%d" y="%.1f" font-size="10" fill="#646970" text-anchor="end" dominant-baseline="middle">%s</text>`, chartGutter-4, y, text)
+	}
+	if top > 0 {
+		value(6, rate(top))
+		value(base/2, rate(top/2))
+	}
+	value(base-4, "0")
+	fmt.Fprintf(&sb, `<text class="value" x="%d" y="%.1f" font-size="9" fill="#646970" text-anchor="end" dominant-baseline="middle"><title>the failed share of the passes; the lane is full at %s</title>%s</text>`,
+		chartGutter-4, base+1+chartLane/2, percent(chartFullShare), percent(chartFullShare))
 	for i, b := range bins {
-		x := i * (chartBar + chartGap)
+		x := chartGutter + i*(chartBar+chartGap)
 		span := b.Start.UTC().Format("15:04:05") + "–" + b.End.UTC().Format("15:04:05 UTC")
 		dead := ""
 		if b.FailedMessages > 0 {
@@ -106,14 +126,28 @@ func chartSVG(bins []bin, top float64, window string) template.HTML {
 		deadLane(&sb, x, base, b, (b.OK+b.Failed)*b.End.Sub(b.Start).Seconds())
 		sb.WriteString(`</g>`)
 	}
-	fmt.Fprintf(&sb, `<line class="axis" x1="0" y1="%.1f" x2="%d" y2="%.1f" stroke="#999"/>`, base, width, base)
-	for i := 0; i <= len(bins); i += 5 {
-		x := min(i*(chartBar+chartGap), width-1)
-		fmt.Fprintf(&sb, `<line class="tick" x1="%d.5" y1="%.1f" x2="%d.5" y2="%.1f" stroke="#999"/>`, x, base, x, base+float64(chartLane+chartDeadLane)+1)
+	fmt.Fprintf(&sb, `<line class="axis" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999"/>`, chartGutter, base, chartGutter+bars, base)
+	var width1 time.Duration // one bar's span
+	if len(bins) > 0 {
+		width1 = bins[0].End.Sub(bins[0].Start)
 	}
 	y := height - 2
-	fmt.Fprintf(&sb, `<text x="0" y="%d" font-size="9" fill="#646970">−%s</text>`, y, window)
-	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="9" fill="#646970" text-anchor="end">now</text>`, width, y)
+	ticks := []int{}
+	for i := 0; i < len(bins); i += 5 {
+		ticks = append(ticks, i)
+	}
+	for _, i := range append(ticks, len(bins)) {
+		x := chartGutter + min(i*(chartBar+chartGap), bars-1)
+		fmt.Fprintf(&sb, `<line class="tick" x1="%d.5" y1="%.1f" x2="%d.5" y2="%.1f" stroke="#999"/>`, x, base, x, base+float64(chartLane+chartDeadLane)+1)
+		label, anchor := "−"+spanFine(time.Duration(len(bins)-i)*width1), "middle"
+		switch {
+		case i == 0:
+			label, anchor = "−"+window, "start"
+		case i >= len(bins):
+			label, anchor = "now", "end"
+		}
+		fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="10" fill="#646970" text-anchor="%s">%s</text>`, x, y, anchor, label)
+	}
 	sb.WriteString(`</svg>`)
 	return template.HTML(sb.String()) //nolint:gosec // numbers and times only
 }

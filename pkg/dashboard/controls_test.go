@@ -71,10 +71,10 @@ func TestControls(t *testing.T) {
 	}
 
 	// A paused message says when it runs again, on the list and its page.
-	if body := s.get("/messages?stage=a&status=paused", http.StatusOK, alice); !regexp.MustCompile(`<span class="due" title="it runs again at [^"]+">in (59 min|1 h)</span>`).MatchString(body) {
+	if body := s.get("/messages?stage=a&status=paused", http.StatusOK, alice); !regexp.MustCompile(`<span class="due" title="it runs again at [^"]+">retry in (59 min|1 h)</span>`).MatchString(body) {
 		t.Errorf("the paused message's list does not say when it runs:\n%s", body)
 	}
-	if body := s.get("/messages/"+itoa(paused[0]), http.StatusOK, alice); !regexp.MustCompile(`UTC \(it runs in (59 min|1 h)\)`).MatchString(body) {
+	if body := s.get("/messages/"+itoa(paused[0]), http.StatusOK, alice); !regexp.MustCompile(`UTC \(a retry: it runs in (59 min|1 h)\)`).MatchString(body) {
 		t.Errorf("the paused message's page does not say when it runs:\n%s", body)
 	}
 

@@ -33,6 +33,11 @@ type Options struct {
 	// Stages are the configured stages, in pipeline order: they are listed
 	// first, and even when they have no messages.
 	Stages []string
+	// Schedules are the [schedule-NAME] sections, for the schedules page,
+	// and PollInterval the dispatchers' POLL_INTERVAL (how late a slot may
+	// be before it is overdue; default config.DefaultPollInterval).
+	Schedules    []config.Schedule
+	PollInterval time.Duration
 	// Auth says who may act; nil: nobody (a read-only dashboard).
 	Auth *Auth
 	// Metrics, when set, serves /metrics and /healthz beside the dashboard.
@@ -66,6 +71,9 @@ type Dashboard struct {
 	results  results
 	confirms confirmations
 	sampling atomic.Bool // Run runs
+	// historyFailing: the charts' history could not be read or written
+	// (logged once until it can).
+	historyFailing bool
 }
 
 // New returns a dashboard; Run must run for its charts to have data.
@@ -84,6 +92,9 @@ func New(opts Options) *Dashboard {
 	}
 	if opts.Refresh == 0 {
 		opts.Refresh = DefaultRefresh
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = config.DefaultPollInterval
 	}
 	return &Dashboard{
 		opts:    opts,
@@ -130,13 +141,33 @@ func (d *Dashboard) sample(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errStats := d.samples.take(ctx, db)
+	errHistory := d.samples.restore(ctx, db, time.Now())
+	stages, at, errStats := d.samples.take(ctx, db)
+	if errStats == nil && errHistory == nil {
+		errHistory = d.samples.keep(ctx, db, at, stages)
+	}
+	if ctx.Err() == nil {
+		d.historyFailed(errHistory)
+	}
 	errCounts := d.counts.refresh(ctx, db)
 	owners, errSessions := db.DispatcherSessions(ctx, d.sessionStages(d.counts.latest()))
 	if errSessions == nil {
 		d.standbys.note(owners, time.Now())
 	}
 	return errors.Join(errStats, errCounts, errSessions)
+}
+
+// historyFailed logs the first of a run of failures to read or write the
+// charts' history (nil: it worked), and when it works again; it does not
+// fail the sample: the charts go on from memory.
+func (d *Dashboard) historyFailed(err error) {
+	switch {
+	case err != nil && !d.historyFailing:
+		d.log.Warn("dashboard: the throughput charts' history cannot be kept in pepsi.throughput (is the schema migrated?); the charts start empty after a restart", "err", err)
+	case err == nil && d.historyFailing:
+		d.log.Info("dashboard: the throughput charts' history is kept again")
+	}
+	d.historyFailing = err != nil
 }
 
 // pageCounts returns the counts a page shows: while the sampler runs, it
@@ -195,6 +226,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", d.withDB(d.overview))
 	mux.HandleFunc("GET /failures", d.withDB(d.failures))
+	mux.HandleFunc("GET /schedules", d.withDB(d.schedules))
 	mux.HandleFunc("GET /messages", d.withDB(d.messages))
 	mux.HandleFunc("GET /messages/{id}", d.withDB(d.message))
 	mux.HandleFunc("GET /messages/{id}/payload", d.withDB(d.payload))

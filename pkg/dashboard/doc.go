@@ -6,18 +6,24 @@
 // each as JSON with ?format=json or an Accept header that asks for it:
 //
 //   - / (overview.go): "is anything wrong?" first, a banner for each thing
-//     that is (no dispatcher, stages none owns, paused stages, running
+//     that is, with its severity (error, warning, notice), the errors first
+//     (no dispatcher, stages none owns, paused stages, running
 //     messages none holds, stages with unfinished messages that pepsi.conf
 //     does not configure, a dispatcher whose standby is gone: standby.go
 //     keeps the standbys this server has seen); then per stage the failed and
 //     pending messages, the failed passes of the last minutes and their
 //     share, the backlog's trend and when it would drain (counts.go), the
-//     oldest pending message, the other counts, throughput on one scale
-//     for every stage (an inline SVG chart, chart.go, of samples the server
-//     keeps in memory, sampler.go), and the dispatcher that owns it.
+//     oldest pending message, when the next paused one is due, the other
+//     counts, throughput on one scale for every stage (an inline SVG chart,
+//     chart.go, of samples the server keeps in memory, sampler.go, and one a
+//     bar in pepsi.throughput, read back when it starts: history.go), and
+//     the dispatcher that owns it.
 //   - /failures (failures.go): failed messages grouped by stage and reason.
+//   - /schedules (schedules.go): the [schedule-NAME] sections, their last
+//     and next slots, judged as pepsi doctor judges them.
 //   - /messages (messages.go): messages filtered by stage, status, age and
-//     text in their errors, newest first, paged by id, with how many match.
+//     text in their errors, newest first, paged by id, with how many match;
+//     a paused message scheduled or waiting for a retry (wait.go).
 //   - /messages/ID (message.go): one message, its payload as text or a hex
 //     dump, the first 64 KiB, and /messages/ID/payload for all of it.
 //
@@ -48,8 +54,10 @@
 //
 // Every page is rendered on the server from html/template (render.go),
 // with the templates, the style sheet (light and dark, and a phone's
-// width) and a little optional JavaScript embedded in the binary; every
-// page works without JavaScript. Responses forbid scripts from anywhere but
+// width) and a little optional JavaScript embedded in the binary (the
+// reloads, the ticks, and a theme switch remembered in localStorage:
+// theme.js applies it before the page is drawn); every page works without
+// JavaScript. Responses forbid scripts from anywhere but
 // the server itself and any inline script (Content-Security-Policy), are
 // not cached, and over TLS carry HSTS; requests that change something are
 // refused when they come from another origin (http.CrossOriginProtection).

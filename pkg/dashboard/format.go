@@ -29,15 +29,16 @@ func span(d time.Duration) string {
 	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
 }
 
-// until says how long until t: "in 5 min", or "now" once it is past, or
-// beyond a year, the date: "on 10000-01-01" (as far as a time.Duration
-// goes, 106751 days, says nothing).
+// until says how long until t, in two units (spanFine): "in 5 min",
+// "in 1 h 47 min", or "now" once it is past, or beyond a year, the date:
+// "on 10000-01-01" (as far as a time.Duration goes, 106751 days, says
+// nothing).
 func until(t time.Time) string {
 	switch d := time.Until(t); {
 	case d <= time.Second:
 		return "now"
 	case d < 365*24*time.Hour:
-		return "in " + span(d)
+		return "in " + spanFine(d)
 	}
 	return "on " + t.UTC().Format(time.DateOnly)
 }

@@ -198,6 +198,8 @@ func (f *filter) at(key string, id int64) string {
 type listRow struct {
 	admin.Row
 	URL string `json:"url"`
+	// Wait is why a paused message waits: scheduled or retry (waitOf).
+	Wait string `json:"wait,omitempty"`
 }
 
 // messagesPage is the messages list's data.
@@ -288,7 +290,7 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 	}
 	read := time.Now()
 	for _, row := range res.Rows {
-		page.Rows = append(page.Rows, listRow{Row: row, URL: "/messages/" + strconv.FormatInt(row.ID, 10)})
+		page.Rows = append(page.Rows, listRow{Row: row, URL: "/messages/" + strconv.FormatInt(row.ID, 10), Wait: waitOf(row)})
 	}
 	if n := len(res.Rows); n > 0 {
 		if res.Older {

@@ -37,6 +37,10 @@ type stageRow struct {
 	// Orphans are the running messages handed out at this stage that no
 	// dispatcher holds: none owns the stage, so no worker has them.
 	Orphans int64 `json:"running_without_dispatcher"`
+	// NextDue is when its earliest paused message (a retry, or a
+	// scheduled message) falls due, as pepsi queue's NEXT_DUE; nil when
+	// none is paused.
+	NextDue *time.Time `json:"next_due"`
 	// Paused is the stage's pause (pepsi queue pause), nil when it runs.
 	Paused     *admin.StagePause `json:"paused"`
 	Throughput []bin             `json:"throughput"`
@@ -81,7 +85,11 @@ type cell struct {
 type banner struct {
 	// Kind is no_dispatcher, unowned, paused, orphans, unconfigured,
 	// not_run or no_standby.
-	Kind     string `json:"kind"`
+	Kind string `json:"kind"`
+	// Severity is error (nothing moves: no dispatcher runs, or none owns
+	// a stage), warning (something is amiss that needs a look) or notice
+	// (a state an operator chose: a paused stage).
+	Severity string `json:"severity"`
 	Text     string `json:"text"`
 	Link     string `json:"link,omitempty"`
 	LinkText string `json:"-"`
@@ -122,7 +130,7 @@ type overviewPage struct {
 }
 
 // Columns is how many columns a row of the stages' table has.
-func (p overviewPage) Columns() int { return 1 + len(p.LeadStatuses) + 3 + len(p.RestStatuses) + 2 }
+func (p overviewPage) Columns() int { return 1 + len(p.LeadStatuses) + 4 + len(p.RestStatuses) + 2 }
 
 // leadStatuses are the counts the overview shows first, the rest follow
 // in queue.Statuses' order.
@@ -203,6 +211,22 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 			x.Counts[string(queue.Done)] = n
 		}
 	}
+	var pausedAt []string
+	for _, s := range order {
+		if rows[s].Counts[string(queue.Paused)] > 0 {
+			pausedAt = append(pausedAt, s)
+		}
+	}
+	due, err := db.NextDueOf(ctx, pausedAt)
+	if err != nil {
+		d.dbFailed(w, r, err)
+		return
+	}
+	for s, t := range due {
+		if x := rows[s]; x != nil {
+			x.NextDue = &t
+		}
+	}
 	at := time.Now()
 	dead, err := db.FailedMessages(ctx, at, d.opts.Window/chartBins, chartBins)
 	if err != nil {
@@ -273,14 +297,32 @@ func cells(stage string, counts map[string]int64, sts []queue.Status) []cell {
 	return out
 }
 
-// banners says what is wrong, the worst first.
+// Severities of a banner, the worst first.
+const (
+	sevError   = "error"
+	sevWarning = "warning"
+	sevNotice  = "notice"
+)
+
+// severityRank orders the severities, the worst first.
+var severityRank = map[string]int{sevError: 0, sevWarning: 1, sevNotice: 2}
+
+// banners says what is wrong, the worst first: the errors, the warnings,
+// then the notices, each in the order below.
 func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) []banner {
+	out := d.bannerList(page, h, order)
+	slices.SortStableFunc(out, func(a, b banner) int { return severityRank[a.Severity] - severityRank[b.Severity] })
+	return out
+}
+
+// bannerList is the banners, in the order of their kinds.
+func (d *Dashboard) bannerList(page overviewPage, h *admin.Health, order []string) []banner {
 	out := []banner{}
 	if !h.DispatcherRuns() {
-		out = append(out, banner{Kind: "no_dispatcher", Text: "No dispatcher runs: no stage is owned, and nothing is claimed. Start pepsi dispatch."})
+		out = append(out, banner{Kind: "no_dispatcher", Severity: sevError, Text: "No dispatcher runs: no stage is owned, and nothing is claimed. Start pepsi dispatch."})
 	}
 	if n := len(page.Unowned); n > 0 {
-		out = append(out, banner{Kind: "unowned", Text: fmt.Sprintf("No dispatcher owns stage%s %s: %s messages wait.",
+		out = append(out, banner{Kind: "unowned", Severity: sevError, Text: fmt.Sprintf("No dispatcher owns stage%s %s: %s messages wait.",
 			plural(int64(n)), strings.Join(page.Unowned, ", "), map[bool]string{true: "their", false: "its"}[n > 1])})
 	}
 	for _, p := range page.Paused {
@@ -294,7 +336,7 @@ func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) 
 		if p.Reason != "" {
 			why = ": " + p.Reason
 		}
-		out = append(out, banner{Kind: "paused", Text: fmt.Sprintf(
+		out = append(out, banner{Kind: "paused", Severity: sevNotice, Text: fmt.Sprintf(
 			"Stage %s is paused, by %s since %s (%s ago)%s. Nothing new is handed to it: its %s pending message%s wait%s.",
 			p.Stage, p.By, timestamp(p.At), ago(p.At), why, number(pending), plural(pending), map[bool]string{true: "", false: "s"}[pending != 1]),
 			Link: queryOf("/messages", "stage", p.Stage, "status", string(queue.Pending)), LinkText: "see them"})
@@ -313,7 +355,7 @@ func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) 
 		}
 	}
 	if total > 0 {
-		b := banner{Kind: "orphans", Text: fmt.Sprintf("%s message%s running with no dispatcher to hold %s (stage %s): no worker has %s. "+
+		b := banner{Kind: "orphans", Severity: sevWarning, Text: fmt.Sprintf("%s message%s running with no dispatcher to hold %s (stage %s): no worker has %s. "+
 			"The dispatcher that next takes %s stage puts %s back to pending; or retry %s.",
 			number(total), map[bool]string{true: "s are", false: " is"}[total != 1], them(total), strings.Join(where, ", "),
 			them(total), map[bool]string{true: "their", false: "its"}[total != 1], them(total), them(total)),
@@ -324,12 +366,12 @@ func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) 
 		out = append(out, b)
 	}
 	for _, m := range h.Unconfigured() {
-		out = append(out, banner{Kind: "unconfigured", Text: fmt.Sprintf(
+		out = append(out, banner{Kind: "unconfigured", Severity: sevWarning, Text: fmt.Sprintf(
 			"Stage %s holds %s unfinished message%s, and no [stage-%s] section of pepsi.conf configures it: no worker runs %s.",
 			m.Stage, number(m.N), plural(m.N), m.Stage, them(m.N)), Link: queryOf("/messages", "stage", m.Stage), LinkText: "see them"})
 	}
 	for _, a := range page.NotRun {
-		out = append(out, banner{Kind: "not_run", Text: fmt.Sprintf(
+		out = append(out, banner{Kind: "not_run", Severity: sevWarning, Text: fmt.Sprintf(
 			"Stage %s answered 75 (not run) in %s of its last %s answer%s: those messages go back and are tried again every second, with no attempt counted. "+
 				"A stage should answer 75 only when it cannot reach its database; their errors say why.",
 			a.Stage, number(a.NotRun), number(a.NotRun+a.Passes), plural(a.NotRun+a.Passes)),
@@ -340,7 +382,7 @@ func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) 
 		if !l.Dispatcher.All {
 			owns = "stage" + plural(int64(len(l.Dispatcher.Stages))) + " " + strings.Join(l.Dispatcher.Stages, ", ")
 		}
-		out = append(out, banner{Kind: "no_standby", Text: fmt.Sprintf(
+		out = append(out, banner{Kind: "no_standby", Severity: sevWarning, Text: fmt.Sprintf(
 			"Dispatcher %s (%s) runs without a standby: the last one, %s, was seen waiting at %s (%s ago).",
 			who(l.Dispatcher), owns, who(l.Standby), timestamp(l.LastSeen), ago(l.LastSeen))})
 	}

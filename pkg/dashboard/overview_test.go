@@ -104,7 +104,7 @@ func TestOverviewBanners(t *testing.T) {
 		t.Errorf("banners: %v", o.kinds())
 	}
 	body := s.get("/", http.StatusOK, req{})
-	if !strings.Contains(body, `no section</span>`) || !strings.Contains(body, `<li class="banner unconfigured">Stage old holds 2`) {
+	if !strings.Contains(body, `no section</span>`) || !strings.Contains(body, `<li class="banner unconfigured warning" title="warning">Stage old holds 2`) {
 		t.Errorf("the overview's unconfigured stage:\n%s", body)
 	}
 

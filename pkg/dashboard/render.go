@@ -100,6 +100,7 @@ var funcs = template.FuncMap{
 	"long":    func(s string) bool { return len(s) > cutAt },
 	"size":    func(s string) string { return number(int64(len(s))) },
 	"until":   until,
+	"wait":    waitOf,
 }
 
 func loadPages() *pages {

@@ -12,7 +12,8 @@ import (
 
 // The throughput charts are drawn from samples of pepsi.stage_stats that
 // the server takes every few seconds and keeps in memory for the length of
-// the charts: a restart starts them empty. The dispatcher writes its
+// the charts, one a bar also in the database (history.go): a restart
+// reads those back. The dispatcher writes its
 // statistics every STATS_INTERVAL (and when it goes idle), so a chart is
 // no finer than that: with the default 60 s, one step of a minute.
 
@@ -45,20 +46,23 @@ type sampler struct {
 
 	mu      sync.Mutex
 	samples []sample // oldest first
+	history history
 }
 
 func newSampler(window, every time.Duration) *sampler {
 	return &sampler{window: window, every: every}
 }
 
-// take reads the statistics and adds them as a sample.
-func (s *sampler) take(ctx context.Context, db *admin.DB) error {
+// take reads the statistics and adds them as a sample; it returns them,
+// and when it read them.
+func (s *sampler) take(ctx context.Context, db *admin.DB) ([]queue.StageStats, time.Time, error) {
 	stages, _, err := db.ReadStats(ctx)
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
-	s.add(time.Now(), stages)
-	return nil
+	at := time.Now()
+	s.add(at, stages)
+	return stages, at, nil
 }
 
 // add records the totals read at at, in time order, and forgets the

@@ -82,7 +82,7 @@ func TestSamplerSumsWriters(t *testing.T) {
 	}
 	defer adb.Close()
 	s := newSampler(time.Minute, time.Second)
-	if err := s.take(ctx, adb); err != nil {
+	if _, _, err := s.take(ctx, adb); err != nil {
 		t.Fatal(err)
 	}
 	if x := s.samples[0]; x.ok["a"] != 12 || x.failed["a"] != 3 || x.ok["b"] != 4 {
@@ -94,7 +94,7 @@ func TestSamplerSumsWriters(t *testing.T) {
 // failed, titles with the rates and the failed share, unknown bars drawn
 // flat, the failed share in its lane under the axis (2 % visible), the
 // failed messages in theirs under it, an axis
-// with ticks and the window's ends.
+// with ticks and the window's ends, the scale's values on its left.
 func TestChart(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	bins := []bin{
@@ -108,18 +108,20 @@ func TestChart(t *testing.T) {
 	}
 	svg := string(chartSVG(bins, 10, "15 min"))
 	for _, want := range []string{
-		`<svg class="chart" width="46" height="66"`,
+		`<svg class="chart" width="119" height="96"`,
 		`aria-label="throughput, 5.0/s in the last bar; scale to 10/s"`,
 		`<title>12:00:00–12:01:00 UTC: not sampled</title>`,
 		`<title>12:01:00–12:02:00 UTC: 3.0/s ok, 1.0/s failed passes (25` + nnbsp + `%)</title>`,
 		`<title>12:02:00–12:03:00 UTC: 2.0/s ok, 0/s failed passes (0` + nnbsp + `%); 6 failed messages</title>`,
-		`<rect class="dead" x="24" y="49.5" width="10" height="3.0"`, // 5 % of the passes: half the lane
-		`<rect class="ok" x="12" y="25.2" width="10" height="10.8"`,  // 3 of 10: 30 % of 36 px
-		`<rect class="failed" x="12" y="21.6" width="10" height="3.6"`,
-		`<rect class="share" x="12" y="37.5" width="10" height="12.0"`, // 25 %: the lane full
-		`<rect class="ok" x="24" y="28.8" width="10" height="7.2"`,
-		`<rect class="share" x="36" y="37.5" width="10" height="2.4"`, // 2 %: a fifth of the lane
-		`<line class="axis"`, `<line class="tick" x1="0.5"`, `>−15 min</text>`, `>now</text>`,
+		`<rect class="dead" x="82" y="75.5" width="16" height="4.0"`, // 5 % of the passes: half the lane
+		`<rect class="ok" x="63" y="42.0" width="16" height="18.0"`,  // 3 of 10: 30 % of 60 px
+		`<rect class="failed" x="63" y="36.0" width="16" height="6.0"`,
+		`<rect class="share" x="63" y="61.5" width="16" height="14.0"`, // 25 %: the lane full
+		`<rect class="ok" x="82" y="48.0" width="16" height="12.0"`,
+		`<rect class="share" x="101" y="61.5" width="16" height="2.8"`, // 2 %: a fifth of the lane
+		`<line class="axis"`, `<line class="tick" x1="44.5"`, `>−15 min</text>`, `>now</text>`,
+		// The scale's values: its top, its half, 0.
+		`text-anchor="end" dominant-baseline="middle">10/s</text>`, `>5.0/s</text>`, `>0</text>`,
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("chart lacks %s:\n%s", want, svg)
@@ -129,7 +131,7 @@ func TestChart(t *testing.T) {
 		t.Errorf("a failed share where none failed, or failed messages where none failed:\n%s", svg)
 	}
 	// The same rates on a larger scale draw smaller bars.
-	if small := string(chartSVG(bins, 100, "15 min")); !strings.Contains(small, `<rect class="ok" x="12" y="34.9" width="10" height="1.1"`) {
+	if small := string(chartSVG(bins, 100, "15 min")); !strings.Contains(small, `<rect class="ok" x="63" y="58.2" width="16" height="1.8"`) {
 		t.Errorf("3/s on a scale to 100/s:\n%s", small)
 	}
 }

@@ -55,6 +55,7 @@ type site struct {
 	base string
 	logs *testkit.Buffer
 	dash *dashboard.Dashboard
+	src  *metrics.Source // the dashboard's database
 }
 
 // siteOptions are what a test changes.
@@ -107,6 +108,23 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	s := &site{t: t, db: db.DB, dsn: dsn, conn: conn, logs: &testkit.Buffer{}}
+	s.start(o)
+	return s
+}
+
+// again starts another dashboard on s's database, as a restart of pepsi
+// httpd would (or a second one beside it), with its own logs.
+func (s *site) again(o siteOptions) *site {
+	s.t.Helper()
+	s2 := &site{t: s.t, db: s.db, dsn: s.dsn, conn: s.conn, logs: &testkit.Buffer{}}
+	s2.start(o)
+	return s2
+}
+
+// start starts the dashboard of s on its database.
+func (s *site) start(o siteOptions) {
+	t, dsn := s.t, s.dsn
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	webConfig := ""
 	if o.users {
@@ -121,6 +139,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	src := metrics.NewPoolSource(dsn, pgtest.App, 8)
 	t.Cleanup(src.Close) // before pgtest drops the database
+	s.src = src
 	opts := dashboard.Options{
 		DB:      src.DB,
 		Stages:  o.stages,
@@ -156,7 +175,6 @@ func newSite(t testing.TB, o siteOptions) *site {
 	})
 	s.base = dashboard.Scheme(webConfig) + "://" + srv.Addr()
 	s.dash = dash
-	return s
 }
 
 // exec runs a statement of the test's own.

@@ -1,4 +1,4 @@
-// pepsi dashboard: the one piece of JavaScript, and none of the pages
+// pepsi dashboard: its JavaScript (with theme.js), and none of the pages
 // needs it.
 //
 // - A page whose body has data-refresh="N" reloads itself every N seconds
@@ -7,6 +7,9 @@
 // - "updated N s ago" (a <time data-since="UNIX">) counts on.
 // - On a list: a box that ticks every message of the page, and the
 //   buttons for the ticked messages off while none is.
+// - The header's theme switch: the system's colours, light or dark, in
+//   turn, remembered in localStorage (theme.js applies it as a page
+//   loads).
 (function () {
 	"use strict";
 
@@ -54,6 +57,35 @@
 			});
 		}
 		update();
+	}
+
+	var themes = ["auto", "light", "dark"];
+	var themeButton = document.querySelector("button.theme");
+	function theme() {
+		var t = document.documentElement.getAttribute("data-theme");
+		return themes.indexOf(t) > 0 ? t : "auto";
+	}
+	if (themeButton) {
+		themeButton.textContent = "theme: " + theme();
+		themeButton.hidden = false;
+		themeButton.addEventListener("click", function () {
+			var next = themes[(themes.indexOf(theme()) + 1) % themes.length];
+			try {
+				if (next === "auto") {
+					window.localStorage.removeItem("pepsi-theme");
+				} else {
+					window.localStorage.setItem("pepsi-theme", next);
+				}
+			} catch (e) {
+				// No storage: this page only.
+			}
+			if (next === "auto") {
+				document.documentElement.removeAttribute("data-theme");
+			} else {
+				document.documentElement.setAttribute("data-theme", next);
+			}
+			themeButton.textContent = "theme: " + next;
+		});
 	}
 
 	var every = parseInt(document.body.getAttribute("data-refresh") || "0", 10);
