@@ -102,6 +102,7 @@ async function main(handler, opts = {}) {
     let dsn;
     try {
         dsn = (0, config_1.resolveDsn)((0, config_1.configArg)(opts.argv ?? process.argv.slice(2)));
+        (0, config_1.connectionString)(dsn); // a DSN pg cannot take is a configuration error
     }
     catch (e) {
         if (e instanceof config_1.ConfigError) {

@@ -33,7 +33,7 @@
 import { basename } from "node:path";
 import { writeSync } from "node:fs";
 
-import { ConfigError, configArg, resolveDsn } from "./config";
+import { ConfigError, configArg, connectionString, resolveDsn } from "./config";
 import { LineReader } from "./lines";
 import { HELLO_TOKEN, envProtocol, oneLine } from "./protocol";
 import { type Handler, Runner } from "./runner";
@@ -89,6 +89,7 @@ export async function main(handler: Handler, opts: MainOptions = {}): Promise<nu
   let dsn: string;
   try {
     dsn = resolveDsn(configArg(opts.argv ?? process.argv.slice(2)));
+    connectionString(dsn); // a DSN pg cannot take is a configuration error
   } catch (e) {
     if (e instanceof ConfigError) {
       log(e.message);
