@@ -9,6 +9,8 @@
 //   kill    the first time: terminates its own database session (75)
 //   term    marks "term" with its pid, waits until the program is told to
 //           stop (m.signal), then does its work and finishes it here
+//   quit    as term, but throws once told to stop: the pass is rolled
+//           back and left unanswered
 //   finish  finish() here
 //   print   console.log (which run makes a log line), then the default
 //   sync    the default at once, returned, not a promise, with no work
@@ -62,9 +64,13 @@ async function stopped(m: Message): Promise<void> {
 }
 
 async function work(m: Message, tx: Tx, act: string): Promise<Move> {
-  if (act === "term") {
-    await mark(m, "term");
+  if (act === "term" || act === "quit") {
+    await mark(m, act);
     await stopped(m);
+  }
+  if (act === "quit") {
+    await tx.query("INSERT INTO test_work (id, stage, token, pid) VALUES ($1, $2, $3, $4)", [m.id, m.stage, m.token, process.pid]);
+    throw new Error("told to stop: giving up");
   }
   await tx.query("INSERT INTO test_work (id, stage, token, pid) VALUES ($1, $2, $3, $4)", [
     m.id,
