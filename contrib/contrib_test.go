@@ -50,12 +50,16 @@ func TestExamples(t *testing.T) {
 			need(t, "psql", "apt-get install -y postgresql-client", "psql", "--version")
 		}},
 		{"python", "", func(*testing.T) {}},
+		{"node", "", func(*testing.T) {}},
 	} {
 		t.Run(ex.lang, func(t *testing.T) {
 			t.Parallel()
 			ex.check(t)
-			if ex.lang == "python" {
+			switch ex.lang {
+			case "python":
 				ex.program = pythonStage(t) // the package pepsi-stage, installed in a virtualenv
+			case "node":
+				ex.program = nodeStage(t) // the package @pepsi/stage, installed with npm ci
 			}
 			p := workertest.Start(t,
 				workertest.Stage{Name: "first", Program: ex.program + " --next second", Parallelism: 2, QueueLimit: 4},

@@ -43,8 +43,8 @@ func readmeSteps(t *testing.T) []string {
 	return strings.Split(strings.TrimSuffix(block, "\n"), "\n")
 }
 
-// copyTree copies the source tree (the module, not its build outputs) to
-// dir, as a fresh checkout has it.
+// copyTree copies the source tree (the module, not its build outputs nor
+// npm's node_modules) to dir, as a fresh checkout has it.
 func copyTree(t *testing.T, dir string) {
 	t.Helper()
 	for _, top := range []string{"go.mod", "go.sum", "Makefile", "cmd", "contrib", "internal", "pkg", "scripts", "sql"} {
@@ -52,7 +52,11 @@ func copyTree(t *testing.T, dir string) {
 			if err != nil {
 				return err
 			}
-			to := filepath.Join(dir, strings.TrimPrefix(path, ".."+string(filepath.Separator)))
+			rel := strings.TrimPrefix(path, ".."+string(filepath.Separator))
+			if d.IsDir() && (d.Name() == "node_modules" || rel == filepath.Join("contrib", "node", "build")) {
+				return filepath.SkipDir // npm's and the Node tests' outputs (contrib/node)
+			}
+			to := filepath.Join(dir, rel)
 			if d.IsDir() {
 				return os.MkdirAll(to, 0o755)
 			}

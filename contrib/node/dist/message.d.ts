@@ -1,0 +1,91 @@
+import type { ClientBase } from "pg";
+import { type Fused } from "./protocol";
+/** The pass's transaction: the client's query, which works only until the
+ * handler's move is made (pg's ClientBase.query, every form of it). */
+export interface Tx {
+    query: ClientBase["query"];
+}
+/** A child's own headers, priority and deduplication key (spawn only). */
+export interface SpawnOptions {
+    /** The child's headers (a flow KEY at its stage reads them). */
+    headers?: Record<string, string>;
+    /** Lower is claimed first within its stage; 0 by default. */
+    priority?: number;
+    /** A deduplication key: no child while a message holding it is unfinished. */
+    key?: string;
+}
+/** One child of a message, as its join stage reads it (pepsi.children). */
+export interface Child {
+    id: bigint;
+    /** Where it is, or ended. */
+    stage: string;
+    /** pending, running, paused, held, waiting, done, failed or cancelled. */
+    status: string;
+    /** Why a failed or cancelled child ended so; null otherwise. */
+    error: string | null;
+    /** What its stage left with finish(result); null when none. */
+    result: Buffer | null;
+    /** Its last change. */
+    updatedAt: Date;
+}
+/** What a Message was read from: its rows, as the pass's read found them. */
+export interface MessageFields {
+    id: bigint;
+    token: bigint | null;
+    stage: string;
+    attempts: number;
+    createdAt: Date;
+    headers: Record<string, unknown>;
+    payload: Buffer;
+}
+/** The message being served, read from its rows in the pass's
+ * transaction. */
+export declare class Message {
+    /** The message id. */
+    readonly id: bigint;
+    /** The pass's token, null for a bare id (pepsi-worker(7), PASS TOKENS). */
+    readonly token: bigint | null;
+    /** The stage it is running at. */
+    readonly stage: string;
+    /** Passes at this stage, this one included (1 the first time). */
+    readonly attempts: number;
+    /** When it entered the queue. */
+    readonly createdAt: Date;
+    /** pepsi.message.headers, a JSON object. */
+    readonly headers: Record<string, unknown>;
+    /** pepsi.message.payload. */
+    readonly payload: Buffer;
+    /** Aborted when the program is told to stop (SIGTERM, SIGINT). The pass
+     * in hand still commits when the handler returns a move; a handler that
+     * would rather stop at once throws, and the pass is rolled back and left
+     * unanswered, for the dispatcher to put back. */
+    readonly signal: AbortSignal;
+    /** The stages fused() reported. */
+    readonly fusedStages: Fused[];
+    private readonly tx;
+    constructor(f: MessageFields, tx: Tx, signal: AbortSignal);
+    /** The same as attempts. */
+    get attempt(): number;
+    /** Report that this pass also did the work of stage, which took seconds:
+     * the dispatcher books it to that stage's statistics. */
+    fused(stage: string, seconds: number): void;
+    /** Make one child of the message, pending at stage, in the pass's
+     * transaction, and return its id: the dispatcher sees it when the pass
+     * commits, with the move (join, usually). The server refuses a message
+     * not running (this pass), a key an unfinished message holds, and a child
+     * more than pepsi.spawn_depth() (16) levels below the message first
+     * enqueued. */
+    spawn(stage: string, payload?: Uint8Array | string, opts?: SpawnOptions): Promise<bigint>;
+    /** Make one child of the message per payload, all pending at stage with
+     * the same headers and priority, in one statement, and return how many;
+     * none makes none (a join then goes straight on). As spawn, with no key. */
+    spawnMany(stage: string, payloads: readonly (Uint8Array | string)[], opts?: SpawnOptions): Promise<number>;
+    /** The message's children, in the order they were spawned, read in the
+     * pass's transaction: what a join stage reads of its fan-out
+     * (pepsi.children). */
+    children(): Promise<Child[]>;
+    private one;
+}
+/** Refuse a fused stage that is not a stage name; the error's message is
+ * the reason. */
+export declare function fusedError(m: Message): string | null;

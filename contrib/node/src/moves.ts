@@ -1,0 +1,108 @@
+// The moves a handler returns: what becomes of its message.
+
+import { checkStage } from "./protocol";
+
+/** The longest result finish may leave (pepsi.finish's p_result): 64 KiB. */
+export const MAX_RESULT = 64 << 10;
+
+/** What becomes of a message after a successful pass: build one with
+ * advance, finish, pause, fail or join. */
+export type Move =
+  | { readonly kind: "advance"; readonly stage: string }
+  | { readonly kind: "finish"; readonly result: Buffer | null }
+  | { readonly kind: "pause"; readonly seconds: number }
+  | { readonly kind: "fail"; readonly reason: string }
+  | { readonly kind: "join"; readonly stage: string };
+
+/** On to another stage; the dispatcher queues the message there. stage
+ * must differ from the current one (to run it again here, pause it). */
+export function advance(stage: string): Move {
+  return { kind: "advance", stage };
+}
+
+/** Done; with result (bytes, or a string as UTF-8, at most MAX_RESULT),
+ * left for the join stage of the message's parent to read
+ * (Message.children). */
+export function finish(result?: Uint8Array | string | null): Move {
+  if (result === undefined || result === null) {
+    return { kind: "finish", result: null };
+  }
+  const b = typeof result === "string" ? Buffer.from(result, "utf8") : Buffer.from(result);
+  return { kind: "finish", result: b };
+}
+
+/** Paused: the dispatcher hands the message to this stage again once
+ * seconds have passed. */
+export function pause(seconds: number): Move {
+  return { kind: "pause", seconds };
+}
+
+/** Failed, a dead letter, with reason in its error column. The pass itself
+ * succeeded: the answer is 0. */
+export function fail(reason: string): Move {
+  return { kind: "fail", reason };
+}
+
+/** Waiting at stage until every child the message spawned (Message.spawn,
+ * spawnMany) has ended; the dispatcher then queues it there (at once when
+ * none is open). With JOIN_POLICY = fail, the default, a child that failed
+ * fails it instead. stage may be the current one. */
+export function join(stage: string): Move {
+  return { kind: "join", stage };
+}
+
+/** A pass that cannot go on: the message is not running (this pass), or
+ * the handler broke the rules. Its message is the status line's reason. */
+export class PassError extends Error {
+  override name = "PassError";
+}
+
+/** move, if the handler returned a move that can be made for a message at
+ * stage; PassError if not. */
+export function checkMove(move: unknown, stage: string): Move {
+  const m = move as Partial<Record<string, unknown>> | null;
+  switch (m !== null && typeof m === "object" ? m.kind : undefined) {
+    case "advance":
+      if (!checkStage(m?.stage)) {
+        throw new PassError(`cannot advance to ${JSON.stringify(m?.stage)}: not a stage name`);
+      }
+      if (m?.stage === stage) {
+        throw new PassError(`cannot advance to ${stage}: the message is already there (to run it again, pause it)`);
+      }
+      return move as Move;
+    case "join":
+      if (!checkStage(m?.stage)) {
+        throw new PassError(`cannot join at ${JSON.stringify(m?.stage)}: not a stage name`);
+      }
+      return move as Move;
+    case "pause": {
+      const s = m?.seconds;
+      if (typeof s !== "number" || !(s >= 0) || !Number.isFinite(s)) {
+        throw new PassError(`cannot pause for ${String(s)} s: not a non-negative number`);
+      }
+      return move as Move;
+    }
+    case "finish": {
+      const r = m?.result;
+      if (r !== null && r !== undefined && !Buffer.isBuffer(r)) {
+        throw new PassError("cannot finish with a result that is not a Buffer (use finish(result))");
+      }
+      if (Buffer.isBuffer(r) && r.length > MAX_RESULT) {
+        throw new PassError(`cannot finish with a result of ${r.length} bytes: at most ${MAX_RESULT} (64 KiB)`);
+      }
+      return move as Move;
+    }
+    case "fail":
+      if (typeof m?.reason !== "string") {
+        throw new PassError("cannot fail without a reason (a string)");
+      }
+      return move as Move;
+  }
+  let what: string;
+  try {
+    what = JSON.stringify(move) ?? String(move);
+  } catch {
+    what = String(move);
+  }
+  throw new PassError(`the handler returned ${what.slice(0, 64)}, not a move (advance, finish, pause, fail or join)`);
+}
