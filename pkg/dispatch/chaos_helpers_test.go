@@ -387,6 +387,28 @@ func (c *cluster) stop() {
 	}
 }
 
+// durable makes the server keep every commit it acknowledged through a
+// crash, as a production server does (the private cluster runs with
+// synchronous_commit off).
+func (c *cluster) durable() {
+	c.t.Helper()
+	if out, err := exec.Command("psql", "-X", "-q", "-d", c.dsn, "-c", "ALTER SYSTEM SET synchronous_commit = on", "-c", "SELECT pg_reload_conf()").CombinedOutput(); err != nil {
+		c.t.Fatalf("synchronous_commit on: %v\n%s", err, out)
+	}
+}
+
+// crashServer crashes c's server under b's dispatcher (an immediate stop)
+// and starts it again, waiting until the dispatcher has seen it go and
+// come back.
+func (b *bundle) crashServer(c *cluster) {
+	b.t.Helper()
+	reconnects := strings.Count(b.logs.String(), "listener reconnected")
+	c.stopImmediate()
+	b.waitLog("listener: reconnect failed", 1, time.Minute)
+	c.start()
+	b.waitLog("listener reconnected", reconnects+1, time.Minute)
+}
+
 // stopImmediate stops the server as a crash would (pg_ctl stop -m
 // immediate: no checkpoint, crash recovery at the next start).
 func (c *cluster) stopImmediate() {

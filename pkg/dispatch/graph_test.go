@@ -3,7 +3,6 @@ package dispatch
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -221,9 +220,7 @@ func TestGraphNesting(t *testing.T) {
 // exact.
 func TestGraphServerRestart(t *testing.T) {
 	c := newCluster(t)
-	if out, err := exec.Command("psql", "-X", "-q", "-d", c.dsn, "-c", "ALTER SYSTEM SET synchronous_commit = on", "-c", "SELECT pg_reload_conf()").CombinedOutput(); err != nil {
-		t.Fatalf("synchronous_commit on: %v\n%s", err, out)
-	}
+	c.durable()
 	t.Setenv("PEPSI_TEST_DSN", c.dsn)
 	b := setup(t, chaosWith("MAX_RUNTIME = 20"),
 		"split\nPARALLELISM = 2\nQUEUE_LIMIT = 4",
@@ -240,11 +237,7 @@ func TestGraphServerRestart(t *testing.T) {
 	if n := b.int64("SELECT count(*) FROM test_joins"); n == parents {
 		t.Fatal("every join ran before the outage: the test proves nothing")
 	}
-	reconnects := strings.Count(b.logs.String(), "listener reconnected")
-	c.stopImmediate()
-	b.waitLog("listener: reconnect failed", 1, time.Minute)
-	c.start()
-	b.waitLog("listener reconnected", reconnects+1, time.Minute)
+	b.crashServer(c)
 	b.waitSettledTolerant(3 * time.Minute)
 	if n := b.count("done"); n != parents*(children+1) {
 		t.Errorf("%d done, want %d: failures %v", n, parents*(children+1), b.failures())

@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,11 +16,7 @@ import (
 // hold what an outage leaves exact (checkAfterOutage).
 func TestChaosOutageDefaults(t *testing.T) {
 	c := newCluster(t)
-	// As a production server is: a commit acknowledged is one a crash
-	// keeps (the private cluster runs with synchronous_commit off).
-	if out, err := exec.Command("psql", "-X", "-q", "-d", c.dsn, "-c", "ALTER SYSTEM SET synchronous_commit = on", "-c", "SELECT pg_reload_conf()").CombinedOutput(); err != nil {
-		t.Fatalf("synchronous_commit on: %v\n%s", err, out)
-	}
+	c.durable()
 	t.Setenv("PEPSI_TEST_DSN", c.dsn)
 	b := setup(t, chaosWith("MAX_RUNTIME = 20"), chaosStages("", "", "")...)
 	const total = 600
@@ -37,11 +31,7 @@ func TestChaosOutageDefaults(t *testing.T) {
 	if n := b.count("done"); n == total {
 		t.Fatal("everything finished before the outage: the test proves nothing")
 	}
-	reconnects := strings.Count(b.logs.String(), "listener reconnected")
-	c.stopImmediate()
-	b.waitLog("listener: reconnect failed", 1, time.Minute)
-	c.start()
-	b.waitLog("listener reconnected", reconnects+1, time.Minute)
+	b.crashServer(c)
 	b.waitSettledTolerant(3 * time.Minute)
 	if n := b.count("failed"); n != 0 {
 		t.Errorf("%d messages failed, want none: %v", n, b.failures())
