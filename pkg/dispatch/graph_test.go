@@ -251,3 +251,29 @@ func TestGraphServerRestart(t *testing.T) {
 	b.checkJoinsAfterChildren()
 	b.checkAfterOutage()
 }
+
+// TestGraphSweep: a join no settle saw (here a parent made waiting in SQL
+// with no child open, and one whose child failed, as a dispatcher killed
+// between two settles leaves them) is settled by the janitor's sweep: the
+// first released to its join stage, the second failed there.
+func TestGraphSweep(t *testing.T) {
+	b := setup(t, fast, "split", "kid", "sum")
+	parents := b.ids(`WITH m AS (INSERT INTO pepsi.message (payload) VALUES ('sum=joinread'), ('sum=joinread') RETURNING id)
+	                  INSERT INTO pepsi.state (id, stage, status) SELECT id, 'split', 'running' FROM m RETURNING id`)
+	released, failed := parents[0], parents[1]
+	b.int64("SELECT pepsi.spawn_many($1, 'kid', ARRAY['x']::bytea[])", failed)
+	b.int64("SELECT count(*) FROM (SELECT pepsi.join(p, 'sum') FROM unnest($1::bigint[]) p) x", parents)
+	b.int64("UPDATE pepsi.state SET status = 'failed', error = 'boom' WHERE parent = $1 RETURNING 1", failed)
+	b.start()
+	b.waitFor("the sweep's joins", time.Minute, func() bool {
+		s1, _, _ := b.row(released)
+		s2, _, _ := b.row(failed)
+		return s1 == "done" && s2 == "failed"
+	})
+	if got, runs := b.joins(); runs[released] != 1 || got[released] != (joinRow{}) || runs[failed] != 0 {
+		t.Errorf("joins ran %v, read %v", runs, got)
+	}
+	if n := b.int64("SELECT count(*) FROM pepsi.state WHERE id = $1 AND error LIKE 'child % failed: boom'", failed); n != 1 {
+		t.Errorf("the failed parent's error does not name its child")
+	}
+}

@@ -262,19 +262,13 @@ func TestGraphRetention(t *testing.T) {
 	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
 		t.Fatal(err)
 	}
-	first := serverNow(t, db).Add(2 * time.Second)
-	for serverNow(t, db).Before(first) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitClock(t, db, 2 * time.Second)
 	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
 		t.Fatal(err)
 	}
 	finishOne("item") // in a range
 	finishOne("item")
-	end := serverNow(t, db).Add(1500 * time.Millisecond)
-	for serverNow(t, db).Before(end) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitClock(t, db, 1500 * time.Millisecond)
 	if n := expireAll(t, db, 0); n != 1 {
 		t.Errorf("retention deleted %d messages, want 1 (the one without a parent)", n)
 	}
@@ -286,10 +280,7 @@ func TestGraphRetention(t *testing.T) {
 	}
 	// The parent over (cancelled, with its last child), its children go.
 	exec(t, db, "SELECT pepsi.cancel(ARRAY[$1]::bigint[])", parent)
-	end = serverNow(t, db).Add(1500 * time.Millisecond)
-	for serverNow(t, db).Before(end) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitClock(t, db, 1500 * time.Millisecond)
 	if n := expireAll(t, db, 0); n != 3 {
 		t.Errorf("after the parent's end, retention deleted %d, want its 3 finished children", n)
 	}
