@@ -262,13 +262,13 @@ func TestGraphRetention(t *testing.T) {
 	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
 		t.Fatal(err)
 	}
-	waitClock(t, db, 2 * time.Second)
+	waitClock(t, db, 2*time.Second)
 	if _, err := db.DoneAhead(ctx, time.Second, 3); err != nil {
 		t.Fatal(err)
 	}
 	finishOne("item") // in a range
 	finishOne("item")
-	waitClock(t, db, 1500 * time.Millisecond)
+	waitClock(t, db, 1500*time.Millisecond)
 	if n := expireAll(t, db, 0); n != 1 {
 		t.Errorf("retention deleted %d messages, want 1 (the one without a parent)", n)
 	}
@@ -280,7 +280,7 @@ func TestGraphRetention(t *testing.T) {
 	}
 	// The parent over (cancelled, with its last child), its children go.
 	exec(t, db, "SELECT pepsi.cancel(ARRAY[$1]::bigint[])", parent)
-	waitClock(t, db, 1500 * time.Millisecond)
+	waitClock(t, db, 1500*time.Millisecond)
 	if n := expireAll(t, db, 0); n != 3 {
 		t.Errorf("after the parent's end, retention deleted %d, want its 3 finished children", n)
 	}
