@@ -72,6 +72,10 @@ type pepsiWork struct {
 type workResult struct {
 	passes  int
 	elapsed time.Duration
+	cost    passCost // from the end of the warm-up to the last message done
+	// versions is the row versions written into pepsi.state per pass
+	// (warm-up included), less each message's first; 0: unknown.
+	versions float64
 }
 
 func (r workResult) rate() float64 { return float64(r.passes) / r.elapsed.Seconds() }
@@ -248,11 +252,18 @@ func runPepsiWork(ctx context.Context, exe, self, dir, serverDSN string, o workO
 	if _, err := sql.Exec(ctx, "CHECKPOINT"); err != nil {
 		return res, err
 	}
+	mark, err := markCost(ctx, sql, dsn, d.Process.Pid)
+	if err != nil {
+		return res, err
+	}
 	progress("realwork: %s: %d messages", w.label, o.Messages)
 	if first, err = enqueue(o.Messages); err != nil {
 		return res, err
 	}
 	if err := waitDone(first); err != nil {
+		return res, err
+	}
+	if res.cost, err = mark.since(ctx, sql, d.Process.Pid); err != nil {
 		return res, err
 	}
 	var secs, rows float64
@@ -272,6 +283,17 @@ func runPepsiWork(ctx context.Context, exe, self, dir, serverDSN string, o workO
 	}
 	res.passes = 3 * o.Messages
 	res.elapsed = time.Duration(secs * float64(time.Second))
+	// The statistics of the row versions are whole once the backends that
+	// wrote them have ended: the dispatcher's and its stages'.
+	_ = d.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		msgs := int64(o.Messages + 3*w.parallelism*w.queueLimit)
+		if n, err := rowVersions(ctx, sql); err == nil && n > msgs {
+			res.versions = float64(n-msgs) / float64(3*msgs)
+		}
+	case <-time.After(time.Minute):
+	}
 	return res, nil
 }
 

@@ -53,6 +53,28 @@ type workRun struct {
 	river, def, tuned, plain, plain1 *series
 	one, oneTuned, py, py1, kit      *series
 	pg                               []*series
+	costs                            map[*series]*workCost // per pepsi system run
+}
+
+// workCost is a pepsi system's cost per pass over the runs.
+type workCost struct {
+	pepsi, server, versions, walBytes, walRecords series
+}
+
+func (w *workRun) addCost(s *series, r workResult) {
+	c := w.costs[s]
+	if c == nil {
+		c = &workCost{}
+		w.costs[s] = c
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.passes) }
+	c.pepsi.add(per(r.cost.pepsi))
+	c.server.add(per(r.cost.server))
+	c.walBytes.add(float64(r.cost.walBytes) / float64(r.passes))
+	c.walRecords.add(float64(r.cost.walRecords) / float64(r.passes))
+	if r.versions > 0 {
+		c.versions.add(r.versions)
+	}
 }
 
 func newWorkRun(o options) (*workRun, error) {
@@ -75,6 +97,7 @@ func newWorkRun(o options) (*workRun, error) {
 		plain1:   &series{name: workPlain1.label, unit: "passes/s"},
 		py1:      &series{name: workPython1.label, unit: "passes/s"},
 		kit:      &series{name: workKit.label, unit: "passes/s"},
+		costs:    map[*series]*workCost{},
 	}
 	if o.work.want("python-kit") {
 		w.kitPython, w.noKit = kitPython(dir, o.work.KitSource)
@@ -121,6 +144,7 @@ func (w *workRun) run(ctx context.Context, i int, exe string, o options, progres
 			return fmt.Errorf("realwork, %s: %w", c.cfg.label, err)
 		}
 		c.s.add(r.rate())
+		w.addCost(c.s, r)
 		progress("run %d: realwork: %s: %s passes/s (%d in %v)", i, c.cfg.label, num(r.rate()), r.passes, r.elapsed.Round(time.Millisecond))
 	}
 	if !o.work.want("pgbench") {
@@ -170,6 +194,7 @@ func (w *workRun) report(out io.Writer, o options) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.name, num(s.median()), ratio(s.median(), riv), ratio(s.median(), ceil), runsList(s))
 	}
 	tw.Flush()
+	w.reportCost(out)
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET (real work)\tMEASURED\tWANT\t")
@@ -197,6 +222,28 @@ func (w *workRun) report(out io.Writer, o options) {
 	}
 	if len(w.kit.values) > 0 {
 		target("Python package stage, defaults ÷ River", w.kit.median(), riv, targetWorkKit)
+	}
+	tw.Flush()
+}
+
+// reportCost prints the pepsi systems' cost per pass, medians of the runs.
+func (w *workRun) reportCost(out io.Writer) {
+	if len(w.costs) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nCost per pass, medians: CPU of the pepsi side (the dispatcher and its stage programs) and of the server")
+	fmt.Fprintln(out, "(the run's database's backends), from the end of the warm-up to the last message done; row versions")
+	fmt.Fprintln(out, "written into pepsi.state per pass (less each message's first); the cluster's WAL (every database's).")
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYSTEM\tPEPSI µs\tSERVER µs\tTOTAL µs\tROW VERSIONS\tWAL BYTES\tWAL RECORDS")
+	for _, s := range []*series{w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1, w.kit} {
+		c := w.costs[s]
+		if c == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.1f\n", s.name, c.pepsi.median(), c.server.median(),
+			c.pepsi.median()+c.server.median(), c.versions.median(), c.walBytes.median(), c.walRecords.median())
 	}
 	tw.Flush()
 }
