@@ -80,7 +80,7 @@ func (p *planner) settleDone(t *queue.Turn, res *queue.TurnResult) {
 			// that unhanded it could not know to settle its join too.
 			p.joins = append(p.joins, s.ID)
 		}
-		if s.Changed() && s.After == queue.Pending {
+		if s.Requeued() {
 			if st := p.byName[s.Stage]; st != nil {
 				p.markMore(st)
 			}

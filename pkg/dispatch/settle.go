@@ -58,7 +58,7 @@ func (d *Dispatcher) finishSettle(j *job, now time.Time) {
 				d.tally.cancelled(v)
 			}
 		}
-		if s.Changed() && s.After == queue.Pending && d.byName[s.Stage] == nil {
+		if s.Requeued() && d.byName[s.Stage] == nil {
 			d.unclaimed(s)
 		}
 	}

@@ -396,6 +396,12 @@ type Settled struct {
 // this pass.
 func (s *Settled) Changed() bool { return s.Before == Running && s.After != Running }
 
+// Requeued reports whether the row is pending after the settle: the settle
+// put it back, or its stage had requeued it first (pepsi.advance).
+func (s *Settled) Requeued() bool {
+	return s.After == Pending && (s.Changed() || s.Before == Pending)
+}
+
 // settleSQL applies verdicts in one statement. Each verdict is of one
 // pass, known by its token (pass): only a row still running that pass is
 // written. At another stage than it was handed at, the row advanced and
@@ -414,10 +420,13 @@ func (s *Settled) Changed() bool { return s.Before == Running && s.After != Runn
 // sent again after its answer was lost books what its first sending did,
 // even if the row was claimed again since. A pass the stage (or a person)
 // ended first is booked by the row's status, and its row stamped the same
-// way; one a person cancelled was stamped by the cancel. A verdict of a
-// pass the row never ran (its claim was lost in a server crash: claims
-// commit without waiting for their flush) is booked reset, and the row
-// left alone.
+// way; one a person cancelled was stamped by the cancel, one the stage
+// advanced by pepsi.advance(), which requeues the row itself. A row
+// claimed again since and stamped by a later pass, where this pass's stage
+// answered 0, was requeued by it: only a requeue lets a row be claimed
+// before its pass is settled. A verdict of a pass the row never ran (its
+// claim was lost in a server crash: claims commit without waiting for
+// their flush) is booked reset, and the row left alone.
 //
 // A row of this pass that the stage paused (or that a person held or
 // released since) is handed out until its pass is settled: the resume
@@ -511,7 +520,8 @@ WITH cur AS (
 SELECT id, 'running', stage, handed, status, timeout, ended_as, parent FROM upd
 UNION ALL
 SELECT id, status, stage, handed, status, timeout,
-       coalesce(booked, CASE WHEN NOT mine THEN 'r'
+       coalesce(booked, CASE WHEN NOT mine AND verdict = 'ok' THEN 'q'
+                             WHEN NOT mine THEN 'r'
                              WHEN status IN ('done', 'failed', 'cancelled') THEN left(status, 1)
                              WHEN status = 'waiting' THEN 'q'
                              ELSE 'p' END::"char"), parent

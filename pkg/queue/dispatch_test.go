@@ -186,17 +186,22 @@ func TestSettle(t *testing.T) {
 		dispErr  string
 		errText  string
 	}
+	// advance requeues the row itself; moved leaves it running at another
+	// stage, as a stage that updates the row by hand does.
 	advance := func(id int64) { exec(t, db, "SELECT pepsi.advance($1, 'next')", id) }
+	moved := func(id int64) { exec(t, db, "UPDATE pepsi.state SET stage = 'next' WHERE id = $1", id) }
 	finish := func(id int64) { exec(t, db, "SELECT pepsi.finish($1)", id) }
 	pause := func(id int64) { exec(t, db, "SELECT pepsi.pause($1, '1 hour')", id) }
 	fail := func(id int64) { exec(t, db, "SELECT pepsi.fail($1, 'stage says no')", id) }
 	nothing := func(int64) {}
 	const none = "<nil>"
 	cases := []tc{
-		{"ok advanced", advance, queue.PassOK, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"ok advanced", advance, queue.PassOK, "", queue.Pending, "next", "", queue.Pending, "next", none, none},
+		{"ok moved", moved, queue.PassOK, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
 		{"ok not moved", nothing, queue.PassOK, "", queue.Running, "s", queue.Failed, queue.Failed, "s", queue.NotMoved, none},
 		{"fail same stage", nothing, queue.PassFailed, "boom", queue.Running, "s", queue.Failed, queue.Failed, "s", "boom", none},
-		{"fail advanced", advance, queue.PassFailed, "boom", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"fail advanced", advance, queue.PassFailed, "boom", queue.Pending, "next", "", queue.Pending, "next", none, none},
+		{"fail moved", moved, queue.PassFailed, "boom", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
 		{"fail finished", finish, queue.PassFailed, "boom", queue.Done, "s", "", queue.Done, "s", none, none},
 		{"fail paused", pause, queue.PassFailed, "boom", queue.Paused, "s", "", queue.Paused, "s", none, none},
 		{"fail failed", fail, queue.PassFailed, "boom", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
@@ -204,11 +209,13 @@ func TestSettle(t *testing.T) {
 		{"ok paused", pause, queue.PassOK, "", queue.Paused, "s", "", queue.Paused, "s", none, none},
 		{"ok failed", fail, queue.PassOK, "", queue.Failed, "s", "", queue.Failed, "s", none, "stage says no"},
 		{"requeue same stage", nothing, queue.NotRun, "", queue.Running, "s", queue.Pending, queue.Pending, "s", none, none},
-		{"requeue advanced", advance, queue.NotRun, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"requeue advanced", advance, queue.NotRun, "", queue.Pending, "next", "", queue.Pending, "next", none, none},
+		{"requeue moved", moved, queue.NotRun, "", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
 		{"requeue finished", finish, queue.NotRun, "", queue.Done, "s", "", queue.Done, "s", none, none},
 		// A stage's answer 75 gives its reason: the message says why it was not run.
 		{"not run with a reason", nothing, queue.NotRun, "answered 75", queue.Running, "s", queue.Pending, queue.Pending, "s", "answered 75", none},
-		{"not run with a reason, advanced", advance, queue.NotRun, "answered 75", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
+		{"not run with a reason, advanced", advance, queue.NotRun, "answered 75", queue.Pending, "next", "", queue.Pending, "next", none, none},
+		{"not run with a reason, moved", moved, queue.NotRun, "answered 75", queue.Running, "next", queue.Pending, queue.Pending, "next", none, none},
 	}
 	ids := seed(t, db, "s", queue.Running, len(cases))
 	var vs []queue.Settle
@@ -252,6 +259,9 @@ func TestSettle(t *testing.T) {
 		if r.Status != c.status || r.Stage != c.at || deref(r.DispatchError) != c.dispErr || deref(r.Error) != c.errText {
 			t.Errorf("%s: row %s at %s, dispatch_error %s, error %s; want %s at %s, %s, %s", c.name,
 				r.Status, r.Stage, deref(r.DispatchError), deref(r.Error), c.status, c.at, c.dispErr, c.errText)
+		}
+		if s.Requeued() != (c.status == queue.Pending) {
+			t.Errorf("%s: Requeued %v, want %v", c.name, s.Requeued(), c.status == queue.Pending)
 		}
 		if c.set == "" && !r.same(before[id]) {
 			t.Errorf("%s: row left alone changed: %+v → %+v", c.name, before[id], r)

@@ -134,8 +134,9 @@ func TestFenceIdle(t *testing.T) {
 }
 
 // TestHandedOwnsRunning: a running row belongs to the owner of the stage
-// it was handed out at, even once its stage program advanced it into
-// another set's stage: that stage's resets leave it alone (so does the
+// it was handed out at, even once its stage program moved it into another
+// set's stage by hand (pepsi.advance requeues it): that stage's resets
+// leave it alone (so does the
 // retry guard: pkg/admin's TestRedriveHandedRunning); its own stage's
 // reset takes it back.
 func TestHandedOwnsRunning(t *testing.T) {
@@ -145,7 +146,7 @@ func TestHandedOwnsRunning(t *testing.T) {
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("Claim = %v, %v", claimed, err)
 	}
-	exec(t, db, "SELECT pepsi.advance($1, 'b')", id) // running at b now, handed out at a
+	exec(t, db, "UPDATE pepsi.state SET stage = 'b' WHERE id = $1", id) // running at b now, handed out at a
 	if n, err := db.ResetRunning(ctx, "b"); err != nil || n != 0 {
 		t.Errorf("ResetRunning(b) = %d, %v; want the row handed out at a left alone", n, err)
 	}

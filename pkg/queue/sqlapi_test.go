@@ -124,21 +124,30 @@ func TestSQLTransitions(t *testing.T) {
 		}
 	}
 
-	// advance: stays running, at the new stage.
+	// advance: pending at the new stage, its attempts at 0 and its pass
+	// booked requeued; a second move of the pass is refused.
 	id := seed1(t, db, "s", queue.Running)
-	exec(t, db, "SELECT pepsi.advance($1, 'next')", id)
-	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "next" {
-		t.Fatalf("after advance: %+v, want running at next", r)
-	}
+	exec(t, db, "UPDATE pepsi.state SET attempts = 2, pass = 77, handed = 's' WHERE id = $1", id)
 	for _, stage := range []string{"", "a b", strings.Repeat("s", 64)} {
 		if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, $2)", id, stage); sqlState(err) != pgerrcode.InvalidParameterValue {
 			t.Fatalf("advance to stage %q: %v, want 22023", stage, err)
 		}
 	}
-	// It can advance again while still running.
-	exec(t, db, "SELECT pepsi.advance($1, 'third')", id)
-	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "third" {
-		t.Fatalf("after second advance: %+v", r)
+	// To the stage it was handed at: no move, the row stays running (the
+	// settle fails it as a pass that did not move its message).
+	exec(t, db, "SELECT pepsi.advance($1, 's')", id)
+	if r := getState(t, db, id); r.Status != queue.Running || r.Stage != "s" || r.Attempts != 2 {
+		t.Fatalf("after advance to its own stage: %+v, want running at s", r)
+	}
+	exec(t, db, "SELECT pepsi.advance($1, 'next')", id)
+	if r := getState(t, db, id); r.Status != queue.Pending || r.Stage != "next" || r.Attempts != 0 {
+		t.Fatalf("after advance: %+v, want pending at next, attempts 0", r)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pepsi.state WHERE id = $1 AND ended = 77 AND ended_as = 'q' AND handed IS NULL", id); n != 1 {
+		t.Fatal("after advance: the pass is not booked requeued, or the row is still handed out")
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT pepsi.advance($1, 'third')", id); sqlState(err) != pgerrcode.ObjectNotInPrerequisiteState {
+		t.Fatalf("a second advance: %v, want SQLSTATE 55000", err)
 	}
 
 	// finish: done.

@@ -149,8 +149,8 @@ func TestMainExit(t *testing.T) {
 			}
 		}
 		for _, m := range c {
-			if r := p.Row(m.ID); r.Status != "running" || r.Stage != "b" {
-				t.Errorf("message %d: %+v, want running at b", m.ID, r)
+			if r := p.Row(m.ID); r.Status != "pending" || r.Stage != "b" {
+				t.Errorf("message %d: %+v, want pending at b", m.ID, r)
 			}
 		}
 	})

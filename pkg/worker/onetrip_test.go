@@ -75,7 +75,7 @@ func TestRunOneTrip(t *testing.T) {
 		status, stage, err string
 		side               int64
 	}{
-		{"running", "b", "", 1},
+		{"pending", "b", "", 1},
 		{"running", "a", "", 0},
 		{"cancelled", "a", "cancelled by test", 0},
 		{"done", "a", "", 1},

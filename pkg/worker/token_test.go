@@ -136,8 +136,8 @@ func TestRunTokens(t *testing.T) {
 		if i == 3 {
 			wantStage, wantSide = "a", 0
 		}
-		if status != "running" || stage != wantStage || f.sideEffects(id) != wantSide {
-			t.Errorf("message %d (line %q): %s at %s, %d side effects; want running at %s, %d", id, idLine(id, lines[i]), status, stage, f.sideEffects(id), wantStage, wantSide)
+		if status != statusAt(wantStage) || stage != wantStage || f.sideEffects(id) != wantSide {
+			t.Errorf("message %d (line %q): %s at %s, %d side effects; want %s at %s, %d", id, idLine(id, lines[i]), status, stage, f.sideEffects(id), statusAt(wantStage), wantStage, wantSide)
 		}
 		if i != 3 && locked[id] != wantLocked {
 			t.Errorf("message %d (line %q): queue row locked during the pass %v, want %v", id, idLine(id, lines[i]), locked[id], wantLocked)
@@ -253,8 +253,8 @@ func oneTripStale(t *testing.T, token bool) {
 		return
 	}
 	// Fenced by the status alone, the stale pass moves the new pass's row.
-	if out.String() != "0\n" || f.sideEffects(id) != 1 || status != "running" || stage != "b" || pass != p2 {
-		t.Errorf("bare id: answered %q, %d side effects, row %s at %s pass %d; want the stale move committed (0, 1, running at b pass %d)",
+	if out.String() != "0\n" || f.sideEffects(id) != 1 || status != "pending" || stage != "b" || pass != p2 {
+		t.Errorf("bare id: answered %q, %d side effects, row %s at %s pass %d; want the stale move committed (0, 1, pending at b pass %d)",
 			out.String(), f.sideEffects(id), status, stage, pass, p2)
 	}
 }

@@ -6,9 +6,14 @@
 -- (that pass) raises 55000 (object_not_in_prerequisite_state); a bad
 -- argument 22023. Without p_pass a move is fenced by the status alone.
 --
--- A running row belongs to the dispatcher that handed it out (handed),
--- even after pepsi.advance() moved it into another set's stage: the
--- dispatcher settles the pass and requeues it there.
+-- pepsi.advance() requeues the message itself: pending at p_stage, its
+-- attempts at 0, its key there set, its pass booked requeued (ended,
+-- ended_as: sql/023_pass.sql). The next stage's workers can be handed it
+-- as soon as the stage commits, and the dispatcher's settle of the pass
+-- finds it moved on and writes nothing: one row version a pass fewer than
+-- a row left running for the settle to requeue. An advance to the stage
+-- it was handed at is no move: the row stays running, and the settle
+-- fails it as a pass that did not move its message.
 DROP FUNCTION IF EXISTS pepsi.advance(bigint, text);
 CREATE OR REPLACE FUNCTION pepsi.advance(p_id bigint, p_stage text, p_pass bigint DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -16,8 +21,18 @@ BEGIN
     IF pepsi.stage_ok(p_stage) IS NOT TRUE THEN
         PERFORM pepsi.check_stage('pepsi.advance', p_stage);
     END IF;
-    UPDATE pepsi.state SET stage = p_stage, updated_at = now()
-     WHERE id = p_id AND status = 'running' AND (p_pass IS NULL OR pass = p_pass);
+    UPDATE pepsi.state_live s
+       SET stage = p_stage, updated_at = now(),
+           status = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN 'running' ELSE 'pending' END,
+           attempts = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.attempts ELSE 0 END,
+           handed = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.handed END,
+           ended = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.ended ELSE s.pass END,
+           ended_as = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.ended_as ELSE 'q' END,
+           flow_key = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.flow_key
+                           WHEN EXISTS (SELECT FROM pepsi.flow_keys) THEN
+                          (SELECT pepsi.flow_key(m.headers ->> k.header) FROM pepsi.flow_keys k, pepsi.message m
+                            WHERE m.id = s.id AND k.stage = p_stage) END
+     WHERE s.id = p_id AND s.status = 'running' AND (p_pass IS NULL OR s.pass = p_pass);
     IF NOT FOUND THEN
         PERFORM pepsi.not_running('pepsi.advance', p_id, p_pass);
     END IF;

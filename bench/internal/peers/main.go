@@ -37,7 +37,7 @@ import (
 
 // The issue's targets.
 const (
-	targetRatio  = 2.0    // pepsi one stage ÷ River, jobs (passes) per second (issue 34)
+	targetRatio  = 2.5    // pepsi one stage ÷ River, jobs (passes) per second (issue 51)
 	targetPasses = 30_000 // pepsi, three stages, stage passes per second
 )
 

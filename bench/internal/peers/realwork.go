@@ -507,17 +507,29 @@ UPDATE q SET stage = stage + 1, updated_at = now() WHERE id = :id;
 COMMIT;
 `
 
+// pgbenchReadScript is the same with the read of a pkg/worker stage in
+// its default mode: the queue row and the message's row, before the work.
+const pgbenchReadScript = `\set id random(1, 20000)
+\set aid :id % 10000 + 1
+BEGIN;
+SELECT q.stage, m.created_at, m.headers, m.payload FROM q JOIN msg m ON m.id = q.id WHERE q.id = :id;
+UPDATE acct SET n = n + 1 WHERE id = :aid;
+UPDATE q SET stage = stage + 1, updated_at = now() WHERE id = :id;
+COMMIT;
+`
+
 var tpsRE = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
 
 // runPgbench measures the ceiling at each client count on a fresh
-// database and returns transactions per second, in order.
-func runPgbench(ctx context.Context, serverDSN, database, dir string, o workOptions, clients []int) (tps []float64, err error) {
+// database and returns transactions per second, in order: of
+// pgbenchScript, then of pgbenchReadScript.
+func runPgbench(ctx context.Context, serverDSN, database, dir string, o workOptions, clients []int) (tps, tpsRead []float64, err error) {
 	pgbench, err := exec.LookPath("pgbench")
 	if err != nil {
-		return nil, errors.New("no pgbench on PATH")
+		return nil, nil, errors.New("no pgbench on PATH")
 	}
 	if err := recreateDatabase(ctx, serverDSN, database); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
@@ -528,43 +540,52 @@ func runPgbench(ctx context.Context, serverDSN, database, dir string, o workOpti
 	}()
 	dsn, err := withDatabase(serverDSN, database)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer conn.Close(context.Background())
 	for _, q := range []string{`CREATE TABLE acct (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`,
 		`INSERT INTO acct (id) SELECT generate_series(1, 10000)`,
 		`CREATE TABLE q (id bigint PRIMARY KEY, stage int NOT NULL DEFAULT 0, updated_at timestamptz NOT NULL DEFAULT now())`,
-		`INSERT INTO q (id) SELECT generate_series(1, 20000)`, `VACUUM ANALYZE acct`, `VACUUM ANALYZE q`} {
+		`INSERT INTO q (id) SELECT generate_series(1, 20000)`,
+		`CREATE TABLE msg (id bigint PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(), headers jsonb NOT NULL DEFAULT '{}', payload bytea NOT NULL)`,
+		`INSERT INTO msg (id, payload) SELECT generate_series(1, 20000), 'work'`,
+		`VACUUM ANALYZE acct`, `VACUUM ANALYZE q`, `VACUUM ANALYZE msg`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	script := filepath.Join(dir, "pgbench.sql")
-	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
-		return nil, err
+	for i, text := range []string{pgbenchScript, pgbenchReadScript} {
+		script := filepath.Join(dir, fmt.Sprintf("pgbench%d.sql", i))
+		if err := os.WriteFile(script, []byte(text), 0o644); err != nil {
+			return nil, nil, err
+		}
+		for _, c := range clients {
+			if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+				return nil, nil, err
+			}
+			cmd := exec.CommandContext(ctx, pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, 2)),
+				"-T", strconv.Itoa(o.PgbenchSeconds), "-f", script, dsn)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return nil, nil, fmt.Errorf("pgbench: %v:\n%s", err, out)
+			}
+			m := tpsRE.FindSubmatch(out)
+			if m == nil {
+				return nil, nil, fmt.Errorf("pgbench: no tps in its output:\n%s", out)
+			}
+			v, _ := strconv.ParseFloat(string(m[1]), 64)
+			if i == 0 {
+				tps = append(tps, v)
+			} else {
+				tpsRead = append(tpsRead, v)
+			}
+		}
 	}
-	for _, c := range clients {
-		if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
-			return nil, err
-		}
-		cmd := exec.CommandContext(ctx, pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, 2)),
-			"-T", strconv.Itoa(o.PgbenchSeconds), "-f", script, dsn)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("pgbench: %v:\n%s", err, out)
-		}
-		m := tpsRE.FindSubmatch(out)
-		if m == nil {
-			return nil, fmt.Errorf("pgbench: no tps in its output:\n%s", out)
-		}
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		tps = append(tps, v)
-	}
-	return tps, nil
+	return tps, tpsRead, nil
 }
 
 // findPython returns a python3 that imports psycopg2, or "".
