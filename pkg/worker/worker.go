@@ -291,9 +291,10 @@ type Move struct {
 	hasResult bool
 }
 
-// Advance moves the message on to stage; it stays running and the
-// dispatcher queues it there. stage must differ from the current one (to
-// run a message at the same stage again, Pause it).
+// Advance moves the message on to stage: pending there once the pass
+// commits (on the status line, once the dispatcher settles it). stage must
+// differ from the current one (to run a message at the same stage again,
+// Pause it).
 func Advance(stage string) Move { return Move{kind: protocol.Advance, stage: stage} }
 
 // Finish marks the message done.
