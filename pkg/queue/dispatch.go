@@ -436,13 +436,16 @@ func (s *Settled) Requeued() bool {
 // whatever the planner guesses of cur), and books the pass paused: only
 // the stage's pause leaves a row of its pass live and not running.
 //
-// cur locks the unfinished rows first, one primary-key lookup of
-// state_live per verdict (the locking subquery is not flattened into a
-// join that could scan the table), and reads them as locked, so that what
-// it reports and decides is their latest committed state even when a
-// stage's commit lands while this runs; only the ids not there (a stage
-// finished them: they moved to another partition) are looked up in the
-// others, and read unlocked. A row moved by a stage's commit while cur
+// cur locks the unfinished rows of its passes first, one primary-key
+// lookup of state_live per verdict (the locking subquery is not flattened
+// into a join that could scan the table), and reads them as locked, so
+// that what it reports and decides is their latest committed state even
+// when a stage's commit lands while this runs; the ids not locked are read
+// unlocked, in state_live and then in the other partitions: those a stage
+// finished (moved to another partition), and those it requeued (pending)
+// or that run another pass since, which this settle never writes: a lock on them
+// would hold up the claim of the next stage, or that stage's own move,
+// until this settle commits. A row moved by a stage's commit while cur
 // waited for its lock fails the statement (SQLSTATE 40001), which RunTurn
 // runs again. The result is upd's rows and cur's others: no join of the
 // two, whose sizes the planner cannot know (it guesses one row and
@@ -467,23 +470,27 @@ WITH cur AS (
                 ELSE 'failed' END AS next
       FROM (
     SELECT v.id, v.stage AS handed, v.pass, v.verdict, v.reason, v.delay, v.maxdelay, v.target,
-           coalesce(l.status, f.status) AS status, coalesce(l.stage, f.stage) AS stage,
-           coalesce(l.timeout, f.timeout) AS timeout, l.attempts, coalesce(l.parent, f.parent, 0) AS parent,
-           coalesce(l.pass, f.pass) = v.pass AS mine,
-           CASE WHEN coalesce(l.ended, f.ended) = v.pass AND v.pass <> 0 THEN coalesce(l.ended_as, f.ended_as) END AS booked,
+           coalesce(l.status, o.status, f.status) AS status, coalesce(l.stage, o.stage, f.stage) AS stage,
+           coalesce(l.timeout, o.timeout, f.timeout) AS timeout, l.attempts, coalesce(l.parent, o.parent, f.parent, 0) AS parent,
+           coalesce(l.pass, o.pass, f.pass) = v.pass AS mine,
+           CASE WHEN coalesce(l.ended, o.ended, f.ended) = v.pass AND v.pass <> 0 THEN coalesce(l.ended_as, o.ended_as, f.ended_as) END AS booked,
            l.handed IS NOT NULL AS unhand,
-           coalesce(l.stage, f.stage) <> v.stage AS advanced,
+           coalesce(l.stage, o.stage, f.stage) <> v.stage AS advanced,
            v.verdict = 'failed' AND greatest(l.attempts, 1) <= v.retries AS retry
       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[], $9::bigint[])
            AS v(id, stage, verdict, reason, retries, delay, maxdelay, target, pass)
       LEFT JOIN LATERAL (
            SELECT s.status, s.stage, s.timeout, s.attempts, s.handed, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state_live s
-            WHERE s.id = v.id FOR UPDATE) l ON true
+            WHERE s.id = v.id AND s.status <> 'pending' AND (s.status <> 'running' OR s.pass = v.pass) FOR UPDATE) l ON true
+      LEFT JOIN LATERAL (
+           SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state_live s
+            WHERE s.id = v.id AND l.status IS NULL
+           OFFSET 0) o ON true -- not flattened: l.status IS NULL gates the probe
       LEFT JOIN LATERAL (
            SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state s
-            WHERE s.id = v.id AND l.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
-           OFFSET 0) f ON true -- not flattened: l.status IS NULL gates each partition's probe
-     WHERE l.status IS NOT NULL OR f.status IS NOT NULL) x
+            WHERE s.id = v.id AND l.status IS NULL AND o.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
+           OFFSET 0) f ON true -- not flattened: the two gate each partition's probe
+     WHERE l.status IS NOT NULL OR o.status IS NOT NULL OR f.status IS NOT NULL) x
 ), upd AS (
     UPDATE pepsi.state s
        SET status = x.next,
