@@ -1,0 +1,136 @@
+package trace
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Pass is one pass of a message through a stage, as the dispatcher
+// recorded it: the values its span is made of, off the dispatcher's loop.
+type Pass struct {
+	Stage  string
+	Span   trace.SpanContext // the pass's own (Exporter.Begin)
+	Parent trace.SpanContext // the message's trace context; not valid: none
+	Link   bool              // the pass links to Parent instead of being its child
+	Start  time.Time         // handed to the worker
+	End    time.Time         // answered, or given up
+
+	ID       int64
+	Attempt  int32
+	Priority int32
+	Key      string
+	Keyed    bool
+	Waited   float64 // seconds pending before the claim
+
+	Result string // ok, failed, crash, timeout, protocol, notrun
+	Move   string // advance, finish, pause, join, retry, fail; "" when the stage moved the message itself
+	Next   string // the stage advanced or joined to
+	Reason string // why the pass failed
+	PID    int    // the worker's process id
+}
+
+// Span kinds and names of the pass span's attributes: OpenTelemetry's
+// messaging conventions, and pepsi's own.
+const (
+	attrSystem   = "messaging.system"
+	attrOp       = "messaging.operation.type"
+	attrOpName   = "messaging.operation.name"
+	attrDest     = "messaging.destination.name"
+	attrMsgID    = "messaging.message.id"
+	attrStage    = "pepsi.stage"
+	attrAttempt  = "pepsi.attempt"
+	attrPriority = "pepsi.priority"
+	attrKey      = "pepsi.key"
+	attrWait     = "pepsi.wait_seconds"
+	attrResult   = "pepsi.result"
+	attrMove     = "pepsi.move"
+	attrNext     = "pepsi.next"
+	attrReason   = "pepsi.failure.reason"
+	attrPID      = "pepsi.worker.pid"
+)
+
+// Name is the name of a pass span at stage: "process STAGE", as the
+// messaging conventions name a consumer's span.
+func Name(stage string) string { return "process " + stage }
+
+// export makes p's span with its own ids and times and ends it.
+func (p *Pass) export(tr trace.Tracer) {
+	ctx := context.WithValue(context.Background(), idsKey{}, p.Span)
+	opts := []trace.SpanStartOption{trace.WithTimestamp(p.Start), trace.WithSpanKind(trace.SpanKindConsumer)}
+	if p.Parent.IsValid() {
+		if p.Link {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: p.Parent}))
+		} else {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, p.Parent)
+		}
+	}
+	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs = append(attrs,
+		attribute.String(attrSystem, "pepsi"),
+		attribute.String(attrOp, "process"),
+		attribute.String(attrOpName, "process"),
+		attribute.String(attrDest, p.Stage),
+		attribute.String(attrMsgID, strconv.FormatInt(p.ID, 10)),
+		attribute.String(attrStage, p.Stage),
+		attribute.Int(attrAttempt, int(p.Attempt)),
+		attribute.Int(attrPriority, int(p.Priority)),
+		attribute.Float64(attrWait, p.Waited),
+		attribute.String(attrResult, p.Result),
+	)
+	if p.Keyed {
+		attrs = append(attrs, attribute.String(attrKey, p.Key))
+	}
+	if p.Move != "" {
+		attrs = append(attrs, attribute.String(attrMove, p.Move))
+	}
+	if p.Next != "" {
+		attrs = append(attrs, attribute.String(attrNext, p.Next))
+	}
+	if p.PID != 0 {
+		attrs = append(attrs, attribute.Int(attrPID, p.PID))
+	}
+	if p.Reason != "" {
+		attrs = append(attrs, attribute.String(attrReason, p.Reason))
+	}
+	opts = append(opts, trace.WithAttributes(attrs...))
+	_, span := tr.Start(ctx, Name(p.Stage), opts...)
+	switch p.Result {
+	case "ok", "notrun":
+	default:
+		span.SetStatus(codes.Error, p.Reason)
+	}
+	span.End(trace.WithTimestamp(p.End))
+}
+
+// idsKey is the context key of the span context whose ids presetIDs gives.
+type idsKey struct{}
+
+// presetIDs gives a span the trace and span ids chosen when its pass was
+// handed out (Exporter.Begin), which the stage was told; random ones to
+// any other span.
+type presetIDs struct{}
+
+func (presetIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	if sc, ok := ctx.Value(idsKey{}).(trace.SpanContext); ok {
+		return sc.TraceID(), sc.SpanID()
+	}
+	var t trace.TraceID
+	var s trace.SpanID
+	putRandom(t[:])
+	putRandom(s[:])
+	return t, s
+}
+
+func (presetIDs) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	if sc, ok := ctx.Value(idsKey{}).(trace.SpanContext); ok {
+		return sc.SpanID()
+	}
+	var s trace.SpanID
+	putRandom(s[:])
+	return s
+}
