@@ -62,3 +62,50 @@ func TestTracedClaim(t *testing.T) {
 		t.Errorf("claimed %v, want %v", ids, []int64{with, without, keyed})
 	}
 }
+
+// TestSpawnInheritsTrace: children made without a traceparent of their
+// own get their parent's trace context; one that brings its own keeps it.
+func TestSpawnInheritsTrace(t *testing.T) {
+	t.Parallel()
+	db, _, ctx := newDB(t)
+	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	own := "00-11111111111111111111111111111111-2222222222222222-00"
+	parent := seed1(t, db, "a", queue.Running)
+	if _, err := db.Pool.Exec(ctx, `UPDATE pepsi.message SET headers = jsonb_build_object('traceparent', $2::text, 'tracestate', 'k=v', 'x', 'y') WHERE id = $1`, parent, tp); err != nil {
+		t.Fatal(err)
+	}
+	plain := seed1(t, db, "a", queue.Running)
+	var one, mine, bare int64
+	err := db.Pool.QueryRow(ctx, `SELECT pepsi.spawn($1, 'b', '', '{"c": "1"}'), pepsi.spawn($1, 'b', '', jsonb_build_object('traceparent', $2::text)), pepsi.spawn($3, 'b')`,
+		parent, own, plain).Scan(&one, &mine, &bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `SELECT pepsi.spawn_many($1, 'b', ARRAY['x', 'y']::bytea[])`, parent); err != nil {
+		t.Fatal(err)
+	}
+	headers := func(where string, args ...any) []string {
+		rows, err := db.Pool.Query(ctx, `SELECT m.headers::text FROM pepsi.message m JOIN pepsi.state s USING (id) WHERE `+where+` ORDER BY id`, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var hs []string
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		return hs
+	}
+	inherited := `{"tracestate": "k=v", "traceparent": "` + tp + `"}`
+	want := []string{`{"c": "1", "tracestate": "k=v", "traceparent": "` + tp + `"}`, `{"traceparent": "` + own + `"}`, inherited, inherited}
+	if got := headers("s.parent = $1", parent); !slices.Equal(got, want) {
+		t.Errorf("children's headers:\n got %q\nwant %q", got, want)
+	}
+	if got := headers("s.id = $1", bare); !slices.Equal(got, []string{"{}"}) {
+		t.Errorf("a child of a message without a trace context: %q", got)
+	}
+}
