@@ -32,6 +32,8 @@ type Pass struct {
 	Next   string // the stage advanced or joined to
 	Reason string // why the pass failed
 	PID    int    // the worker's process id
+
+	Retries int // the stage's RETRIES: a failed pass within them is retried (not exported)
 }
 
 // Span kinds and names of the pass span's attributes: OpenTelemetry's
