@@ -8,6 +8,7 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
 	ptrace "github.com/pepsi-dev/pepsi/pkg/trace"
+	"github.com/pepsi-dev/pepsi/pkg/trace/otlp"
 )
 
 // A dispatcher with TRACING on makes one span per pass. It decides the
@@ -21,10 +22,10 @@ import (
 // tracer is the loop's side of tracing; nil while TRACING is off. Only
 // the loop goroutine uses it.
 type tracer struct {
-	ex   *ptrace.Exporter
+	ex   *otlp.Exporter
 	now  func() time.Time
-	open map[passKey]*ptrace.Pass // handed out, no verdict yet
-	free []*ptrace.Pass           // records to reuse
+	open map[passKey]*otlp.Pass // handed out, no verdict yet
+	free []*otlp.Pass           // records to reuse
 }
 
 // passKey is a pass: a claim's token is shared by the messages it claimed.
@@ -35,11 +36,11 @@ func (d *Dispatcher) startTracing() error {
 	if !d.cfg.Dispatch.Tracing {
 		return nil
 	}
-	ex, err := ptrace.Start(context.Background(), ptrace.Options{Service: "pepsi", Log: d.log})
+	ex, err := otlp.Start(context.Background(), otlp.Options{Service: "pepsi", Log: d.log})
 	if err != nil {
 		return err
 	}
-	d.tracer = &tracer{ex: ex, now: d.now, open: make(map[passKey]*ptrace.Pass)}
+	d.tracer = &tracer{ex: ex, now: d.now, open: make(map[passKey]*otlp.Pass)}
 	d.plan.traced = d.tracer.verdict
 	for _, l := range d.lanes() {
 		l.traced = true
@@ -56,7 +57,7 @@ func (d *Dispatcher) stopTracing() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := d.tracer.ex.Shutdown(ctx); err != nil {
-		d.log.Warn("trace export did not finish", "err", err, "dropped", ptrace.Dropped())
+		d.log.Warn("trace export did not finish", "err", err, "dropped", otlp.Dropped())
 	}
 }
 
@@ -73,13 +74,13 @@ func (d *Dispatcher) traced(c *queue.Claimed, p *pool, now time.Time) pass {
 // context: a child of the message's context, or a root linking to it
 // (TRACE = link).
 func (t *tracer) begin(c *queue.Claimed, p *pool, now time.Time) {
-	var r *ptrace.Pass
+	var r *otlp.Pass
 	if n := len(t.free); n > 0 {
 		r, t.free = t.free[n-1], t.free[:n-1]
 	} else {
-		r = new(ptrace.Pass)
+		r = new(otlp.Pass)
 	}
-	*r = ptrace.Pass{Stage: p.cfg.Name, Link: p.cfg.TraceLink, Start: now, ID: c.ID, Attempt: c.Attempt,
+	*r = otlp.Pass{Stage: p.cfg.Name, Link: p.cfg.TraceLink, Start: now, ID: c.ID, Attempt: c.Attempt,
 		Priority: c.Priority, Key: c.Key, Keyed: c.Keyed, Waited: c.Waited, Retries: p.cfg.Retries}
 	if c.Trace != "" {
 		r.Parent, _ = ptrace.Parse(ptrace.Split(c.Trace))
@@ -125,13 +126,13 @@ func (t *tracer) verdict(v *queue.Settle) {
 		r.Result, r.Move, r.Next, r.Reason = outcome(v, r)
 		t.ex.Emit(r)
 	}
-	*r = ptrace.Pass{}
+	*r = otlp.Pass{}
 	t.free = append(t.free, r)
 }
 
 // outcome is what a verdict says of its pass: the result, the move, the
 // stage moved to and why it failed.
-func outcome(v *queue.Settle, r *ptrace.Pass) (result, move, next, reason string) {
+func outcome(v *queue.Settle, r *otlp.Pass) (result, move, next, reason string) {
 	switch v.Verdict {
 	case queue.NotRun:
 		return "notrun", "", "", v.Reason

@@ -1,6 +1,6 @@
-// Package trace holds pepsi's OpenTelemetry tracing: the W3C trace
-// context a message carries in its headers, and the export of the
-// dispatcher's pass spans over OTLP/HTTP, batched and bounded.
+// Package trace holds the W3C trace context a message carries in its
+// headers and a pass's id line carries to its stage. It needs only the
+// OpenTelemetry API; the export of spans is pkg/trace/otlp's.
 package trace
 
 import (

@@ -1,4 +1,4 @@
-package trace
+package otlp
 
 import (
 	"encoding/binary"

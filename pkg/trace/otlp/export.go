@@ -1,4 +1,7 @@
-package trace
+// Package otlp exports the dispatcher's pass spans over OTLP/HTTP with
+// the OpenTelemetry SDK, batched and bounded: the loop that emits them
+// never waits.
+package otlp
 
 import (
 	"context"
