@@ -2,9 +2,13 @@ package contrib_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 
 	"github.com/pepsi-dev/pepsi/internal/testkit"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
+	"github.com/pepsi-dev/pepsi/pkg/trace/otlp"
 	"github.com/pepsi-dev/pepsi/pkg/worker/workertest"
 )
 
@@ -177,5 +182,86 @@ func TestTraceAcrossStages(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("dispatcher log:\n%s", p.Logs)
+	}
+}
+
+// deadPasses is how many passes TestTraceDeadCollector makes: 100 000, or
+// PEPSI_TRACE_PASSES.
+func deadPasses(t *testing.T) int {
+	n := 100_000
+	if v := os.Getenv("PEPSI_TRACE_PASSES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			t.Fatalf("PEPSI_TRACE_PASSES=%q: want a number of passes", v)
+		}
+	}
+	return n
+}
+
+// TestTraceDeadCollector: with the collector a port that accepts and never
+// reads, a dispatcher with TRACING on still passes every message, its
+// heap stays bounded (the spans that do not fit are dropped and counted,
+// not kept), and nothing waits on the export.
+func TestTraceDeadCollector(t *testing.T) {
+	n := deadPasses(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn // accepted, never read
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	noop := testkit.Build(t, "github.com/pepsi-dev/pepsi/internal/noopstage")
+	dropped := otlp.Dropped()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	p := workertest.StartWith(t, workertest.Options{Dispatch: "TRACING = on\n"},
+		workertest.Stage{Name: "a", Program: noop, Parallelism: 2, QueueLimit: 32, MaxMessages: 1_000_000})
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := p.DB.Pool.Exec(ctx, `INSERT INTO pepsi.ingress (stage, headers)
+		SELECT 'a', jsonb_build_object('traceparent', '00-0af7651916cd43dd8448eb211c80319c-' || lpad(to_hex(i), 16, '0') || '-01')
+		  FROM generate_series(1, $1) i`, n); err != nil {
+		t.Fatal(err)
+	}
+	var peak uint64
+	p.WaitFor(fmt.Sprintf("%d messages done", n), 10*time.Minute, func() bool {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		peak = max(peak, m.HeapInuse)
+		return p.Int64("SELECT count(*) FROM pepsi.state WHERE status = 'done'") == int64(n)
+	})
+	took := time.Since(start)
+	p.Check()
+	lost := otlp.Dropped() - dropped
+	t.Logf("%d passes in %v (%.0f/s); %d spans dropped, %d handed to the SDK; heap in use %d MB before, %d MB at most",
+		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), lost, otlp.Handed(), before.HeapInuse>>20, peak>>20)
+	if lost == 0 {
+		t.Errorf("no span dropped with the collector dead")
+	}
+	// Spans kept would be a few KiB each: what the bounded queues hold is
+	// a few MiB whatever the number of passes.
+	if grew := int64(peak) - int64(before.HeapInuse); grew > 64<<20 {
+		t.Errorf("the heap grew by %d MB over %d passes with the collector dead", grew>>20, n)
 	}
 }
