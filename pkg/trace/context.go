@@ -18,9 +18,13 @@ const (
 	HeaderState  = "tracestate"
 )
 
-// EnvParent is the environment variable pepsi enqueue reads a
-// traceparent from (as OpenTelemetry's environment carriers name it).
-const EnvParent = "TRACEPARENT"
+// EnvParent and EnvState are the environment variables pepsi enqueue
+// reads a trace context from, as OpenTelemetry's environment carrier
+// names them.
+const (
+	EnvParent = "TRACEPARENT"
+	EnvState  = "TRACESTATE"
+)
 
 // tpLen is the length of a version 00 traceparent.
 const tpLen = 55
