@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -49,8 +50,9 @@ type Options struct {
 // to the SDK's batch span processor, which exports in batches.
 type Exporter struct {
 	ch      chan Pass
-	tp      *sdktrace.TracerProvider
-	tracer  trace.Tracer
+	bsp     sdktrace.SpanProcessor
+	res     *resource.Resource
+	scope   instrumentation.Scope
 	sampler sampler
 	done    chan struct{}
 	once    sync.Once
@@ -85,11 +87,12 @@ func Start(ctx context.Context, o Options) (*Exporter, error) {
 	}
 	otel.SetErrorHandler(&logOnce{log: o.Log})
 	// The SDK's queue blocks its caller, the feeding goroutine, rather
-	// than drop in silence: the drops happen in Emit, where they are counted.
+	// than drop in silence: the drops happen in Emit, where they are
+	// counted. Spans go to it as finished snapshots, not through a tracer:
+	// their ids, times and sampling are decided already, and a tracer's
+	// span would cost as much again.
 	bsp := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking())
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(bsp), sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		sdktrace.WithIDGenerator(presetIDs{}), sdktrace.WithResource(res))
-	e := &Exporter{ch: make(chan Pass, o.Queue), tp: tp, tracer: tp.Tracer("github.com/pepsi-dev/pepsi"),
+	e := &Exporter{ch: make(chan Pass, o.Queue), bsp: bsp, res: res, scope: instrumentation.Scope{Name: "github.com/pepsi-dev/pepsi"},
 		sampler: smp, done: make(chan struct{})}
 	go e.feed()
 	return e, nil
@@ -145,7 +148,7 @@ func (e *Exporter) Emit(p *Pass) {
 func (e *Exporter) feed() {
 	defer close(e.done)
 	for p := range e.ch {
-		p.export(e.tracer)
+		e.bsp.OnEnd(p.stub(e.res, e.scope))
 		handed.Add(1)
 	}
 }
@@ -161,7 +164,7 @@ func (e *Exporter) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
-		err = errors.Join(err, e.tp.Shutdown(ctx))
+		err = errors.Join(err, e.bsp.Shutdown(ctx))
 	})
 	return err
 }

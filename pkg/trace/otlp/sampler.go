@@ -13,8 +13,8 @@ import (
 // sampler decides whether a pass is sampled, when it is handed out: its
 // traceparent goes to the stage on the id line, flags included, before
 // the span is made. It reads OTEL_TRACES_SAMPLER and
-// OTEL_TRACES_SAMPLER_ARG as the SDK does; the SDK's own sampler then
-// keeps every span it is given.
+// OTEL_TRACES_SAMPLER_ARG as the SDK does; only sampled spans reach the
+// SDK.
 type sampler struct {
 	parentBased bool   // a pass with a parent follows its parent's decision
 	bound       uint64 // a root is sampled when its trace id's low 63 bits are below this

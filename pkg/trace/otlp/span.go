@@ -1,12 +1,15 @@
 package otlp
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -60,17 +63,10 @@ const (
 // messaging conventions name a consumer's span.
 func Name(stage string) string { return "process " + stage }
 
-// export makes p's span with its own ids and times and ends it.
-func (p *Pass) export(tr trace.Tracer) {
-	ctx := context.WithValue(context.Background(), idsKey{}, p.Span)
-	opts := []trace.SpanStartOption{trace.WithTimestamp(p.Start), trace.WithSpanKind(trace.SpanKindConsumer)}
-	if p.Parent.IsValid() {
-		if p.Link {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: p.Parent}))
-		} else {
-			ctx = trace.ContextWithRemoteSpanContext(ctx, p.Parent)
-		}
-	}
+// stub returns p's span, with resource res and scope: what the SDK's span
+// processors take, made without a tracer (the ids, the times and the
+// sampling are decided already).
+func (p *Pass) stub(res *resource.Resource, scope instrumentation.Scope) sdktrace.ReadOnlySpan {
 	attrs := make([]attribute.KeyValue, 0, 16)
 	attrs = append(attrs,
 		attribute.String(attrSystem, "pepsi"),
@@ -99,40 +95,19 @@ func (p *Pass) export(tr trace.Tracer) {
 	if p.Reason != "" {
 		attrs = append(attrs, attribute.String(attrReason, p.Reason))
 	}
-	opts = append(opts, trace.WithAttributes(attrs...))
-	_, span := tr.Start(ctx, Name(p.Stage), opts...)
+	s := tracetest.SpanStub{Name: Name(p.Stage), SpanContext: p.Span, SpanKind: trace.SpanKindConsumer,
+		StartTime: p.Start, EndTime: p.End, Attributes: attrs, Resource: res, InstrumentationScope: scope}
+	if p.Parent.IsValid() {
+		if p.Link {
+			s.Links = []sdktrace.Link{{SpanContext: p.Parent}}
+		} else {
+			s.Parent = p.Parent
+		}
+	}
 	switch p.Result {
 	case "ok", "notrun":
 	default:
-		span.SetStatus(codes.Error, p.Reason)
+		s.Status = sdktrace.Status{Code: codes.Error, Description: p.Reason}
 	}
-	span.End(trace.WithTimestamp(p.End))
-}
-
-// idsKey is the context key of the span context whose ids presetIDs gives.
-type idsKey struct{}
-
-// presetIDs gives a span the trace and span ids chosen when its pass was
-// handed out (Exporter.Begin), which the stage was told; random ones to
-// any other span.
-type presetIDs struct{}
-
-func (presetIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	if sc, ok := ctx.Value(idsKey{}).(trace.SpanContext); ok {
-		return sc.TraceID(), sc.SpanID()
-	}
-	var t trace.TraceID
-	var s trace.SpanID
-	putRandom(t[:])
-	putRandom(s[:])
-	return t, s
-}
-
-func (presetIDs) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
-	if sc, ok := ctx.Value(idsKey{}).(trace.SpanContext); ok {
-		return sc.SpanID()
-	}
-	var s trace.SpanID
-	putRandom(s[:])
-	return s
+	return s.Snapshot()
 }
