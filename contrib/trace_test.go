@@ -107,8 +107,8 @@ func TestTraceAcrossStages(t *testing.T) {
 			continue
 		}
 		a := attrs(s.Attributes)
-		passes[a["pepsi.stage"]] = append(passes[a["pepsi.stage"]], s)
-		if s.Name != "process "+a["pepsi.stage"] || s.Kind != tracepb.Span_SPAN_KIND_CONSUMER {
+		passes[a["messaging.destination.name"]] = append(passes[a["messaging.destination.name"]], s)
+		if s.Name != "process "+a["messaging.destination.name"] || s.Kind != tracepb.Span_SPAN_KIND_CONSUMER {
 			t.Errorf("pass span %q of kind %v; want process STAGE, a consumer", s.Name, s.Kind)
 		}
 		if s.Resource["service.name"] != "pepsi-test" || s.Resource["host.name"] == "" {
@@ -139,7 +139,7 @@ func TestTraceAcrossStages(t *testing.T) {
 		first, second = second, first
 	}
 	want(first, map[string]string{"messaging.system": "pepsi", "messaging.destination.name": "go", "messaging.message.id": msg,
-		"messaging.operation.type": "process", "pepsi.attempt": "1", "pepsi.priority": "0", "pepsi.result": "failed", "pepsi.move": "retry",
+		"messaging.operation.type": "process", "pepsi.attempt": "1", "pepsi.priority": "", "pepsi.result": "failed", "pepsi.move": "retry",
 		"pepsi.failure.reason": "stage go answered 1: the first attempt fails"})
 	want(second, map[string]string{"pepsi.attempt": "2", "pepsi.result": "ok", "pepsi.move": "", "messaging.message.id": msg})
 	want(passes["py"][0], map[string]string{"pepsi.attempt": "1", "pepsi.result": "ok", "messaging.destination.name": "py"})
