@@ -26,7 +26,7 @@ const (
 func (p *planner) verdict(v queue.Settle) {
 	p.settles = append(p.settles, v)
 	if p.traced != nil {
-		p.traced(&v)
+		p.traced(&p.settles[len(p.settles)-1]) // not &v: v would be on the heap, tracing or not
 	}
 }
 

@@ -62,25 +62,25 @@ func (d *Dispatcher) stopTracing() {
 }
 
 // traced is the pass c hands out at stage p, its span begun when
-// tracing is on.
-func (d *Dispatcher) traced(c *queue.Claimed, p *pool, now time.Time) pass {
-	if d.tracer != nil {
-		d.tracer.begin(c, p, now)
+// tracing is on. Off, it costs the loop a call and a nil check.
+func (d *Dispatcher) traced(c *queue.Claimed, p *pool) pass {
+	if t := d.tracer; t != nil {
+		t.begin(c, p)
 	}
-	return passOf(c)
+	return pass{c.ID, c.Pass, c.Parent}
 }
 
 // begin records the pass of c at p, handed out now, and chooses its span
 // context: a child of the message's context, or a root linking to it
 // (TRACE = link).
-func (t *tracer) begin(c *queue.Claimed, p *pool, now time.Time) {
+func (t *tracer) begin(c *queue.Claimed, p *pool) {
 	var r *otlp.Pass
 	if n := len(t.free); n > 0 {
 		r, t.free = t.free[n-1], t.free[:n-1]
 	} else {
 		r = new(otlp.Pass)
 	}
-	*r = otlp.Pass{Stage: p.cfg.Name, Link: p.cfg.TraceLink, Start: now, ID: c.ID, Attempt: c.Attempt,
+	*r = otlp.Pass{Stage: p.cfg.Name, Link: p.cfg.TraceLink, Start: t.now(), ID: c.ID, Attempt: c.Attempt,
 		Priority: c.Priority, Key: c.Key, Keyed: c.Keyed, Waited: c.Waited, Retries: p.cfg.Retries}
 	if c.Trace != "" {
 		r.Parent, _ = ptrace.Parse(ptrace.Split(c.Trace))
