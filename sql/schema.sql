@@ -790,6 +790,7 @@ BEGIN
         RAISE EXCEPTION 'pepsi.spawn: message %: key % is held by an unfinished message', p_parent, p_key
             USING ERRCODE = '23505';
     END IF;
+    p_headers := pepsi.trace_headers(p_parent, p_headers);
     v_id := nextval('pepsi.message_id_seq'::regclass);
     INSERT INTO pepsi.message (id, headers, payload)
     VALUES (v_id, coalesce(p_headers, '{}'), coalesce(p_payload, ''));
@@ -818,6 +819,7 @@ BEGIN
     IF coalesce(cardinality(p_payloads), 0) = 0 THEN
         RETURN 0;
     END IF;
+    p_headers := pepsi.trace_headers(p_parent, p_headers);
     IF coalesce(p_headers, '{}') <> '{}' THEN
         SELECT pepsi.flow_key(p_headers ->> k.header) INTO v_key FROM pepsi.flow_keys k WHERE k.stage = p_stage;
     END IF;
@@ -867,6 +869,17 @@ END $$;
 CREATE FUNCTION pepsi.stage_ok(p_stage text) RETURNS boolean
     LANGUAGE sql IMMUTABLE
     AS $_$ SELECT octet_length(p_stage) BETWEEN 1 AND 63 AND p_stage ~ '^[A-Za-z0-9_.-]+$' $_$;
+
+-- FUNCTION trace_headers(bigint, jsonb)
+CREATE FUNCTION pepsi.trace_headers(p_parent bigint, p_headers jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE WHEN coalesce(p_headers, '{}') ? 'traceparent' THEN coalesce(p_headers, '{}')
+                ELSE coalesce(p_headers, '{}') || coalesce((
+                     SELECT jsonb_strip_nulls(jsonb_build_object('traceparent', m.headers -> 'traceparent',
+                                                                 'tracestate', m.headers -> 'tracestate'))
+                       FROM pepsi.message m WHERE m.id = p_parent AND m.headers ? 'traceparent'), '{}') END
+$$;
 
 -- TABLE dispatch_stats
 CREATE TABLE pepsi.dispatch_stats (

@@ -17,6 +17,7 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/config"
 	"github.com/pepsi-dev/pepsi/pkg/protocol"
 	"github.com/pepsi-dev/pepsi/pkg/queue"
+	ptrace "github.com/pepsi-dev/pepsi/pkg/trace"
 )
 
 // progressMin is the number of messages from which enqueue shows its
@@ -58,6 +59,8 @@ func enqueueCommand() *cli.Command {
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, DisableDefaultText: true, Usage: "with --key: say on standard error whether the message is new"},
 			&cli.StringFlag{Name: "at", Usage: "schedule the messages: not claimed before `TIME` (RFC 3339, or local YYYY-MM-DD HH:MM[:SS])"},
 			&cli.StringFlag{Name: "delay", Usage: "schedule the messages `DURATION` from now (seconds, or 90s, 15m, 2h, 1d)"},
+			&cli.StringFlag{Name: "traceparent", EnvVars: []string{ptrace.EnvParent}, Usage: "the messages' W3C trace context `TRACEPARENT` (headers traceparent and tracestate: their passes are traced in that trace)"},
+			&cli.StringFlag{Name: "tracestate", EnvVars: []string{ptrace.EnvState}, Usage: "with --traceparent: its W3C `TRACESTATE`"},
 		},
 		Action: enqueue,
 	}
@@ -74,6 +77,9 @@ func enqueue(c *cli.Context) error {
 	}
 	headers, err := parseHeaders(flags)
 	if err != nil {
+		return err
+	}
+	if headers, err = traceHeaders(c, headers); err != nil {
 		return err
 	}
 	prio, err := parsePriorityFlag(c)

@@ -79,6 +79,7 @@ func runHTTPD(c *cli.Context) error {
 	dash := dashboard.New(dashboard.Options{
 		DB: src.DB, Stages: cfg.StageNames(), Auth: auth, Metrics: exp.Handler(), Version: c.App.Version, Log: log,
 		StatsInterval: cfg.Dispatch.StatsInterval, Schedules: cfg.Schedules, PollInterval: cfg.Dispatch.PollInterval,
+		TraceURL: cfg.HTTPD.TraceURL,
 	})
 	srv := metrics.NewServer(dash.Handler(), log)
 	srv.Serve = dashboard.WebServe(auth.WebConfigFile(), log)

@@ -66,6 +66,7 @@ type Dispatch struct {
 	ReconnectMin   time.Duration // RECONNECT_MIN, default 1s: the first wait before reconnecting to the database
 	ReconnectMax   time.Duration // RECONNECT_MAX, default 30s: the longest wait between reconnection attempts
 	VacuumInterval time.Duration // VACUUM_INTERVAL, default 2s: how often pepsi.state's dead rows are checked (and vacuumed); 0 disables
+	Tracing        bool          // TRACING, default off: a span per pass, exported over OTLP/HTTP as the OTEL_* variables say
 }
 
 // Stage holds one [stage-NAME] section.
@@ -84,6 +85,7 @@ type Stage struct {
 	KeyLimit    int           // KEY_LIMIT, default 1: the most messages of one key in flight here
 	KeyLine     int           // line of KEY_LIMIT, for the error when there is no KEY
 	JoinPolicy  JoinPolicy    // JOIN_POLICY, default fail: what a child's failure does to a parent waiting here
+	TraceLink   bool          // TRACE = link: a pass span links to the message's trace context instead of being its child (TRACE = child, the default)
 	Line        int           // line of the [stage-NAME] header
 }
 

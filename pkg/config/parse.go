@@ -53,9 +53,9 @@ var keys = map[string][]string{
 	sectionDatabase: {"DSN", "WORKER_DSN"},
 	sectionDispatch: {"MAX_RUNTIME", "WORKER_IDLE_TIMEOUT", "POLL_INTERVAL", "STATS_INTERVAL",
 		"CONFIG_FILE", "INGRESS_CHANNEL", "SHUTDOWN_GRACE", "SPAWN_COOLDOWN", "RETENTION", "METRICS_LISTEN",
-		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL", "STAGES"},
-	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS"},
-	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE", "KEY", "KEY_LIMIT", "JOIN_POLICY"},
+		"ORPHAN_SWEEP", "RECONNECT_MIN", "RECONNECT_MAX", "VACUUM_INTERVAL", "STAGES", "TRACING"},
+	sectionHTTPD: {"WEB_CONFIG_FILE", "ACTION_USERS", "TRACE_URL"},
+	stagePrefix:  {"PROGRAM", "PARALLELISM", "QUEUE_LIMIT", "MAX_MESSAGES", "RETRIES", "RETRY_DELAY", "RETRY_DELAY_MAX", "RATE", "KEY", "KEY_LIMIT", "JOIN_POLICY", "TRACE"},
 }
 
 // maxValueSize bounds a value as written (after the '=', with the comment
@@ -417,6 +417,8 @@ func setDispatch(d *Dispatch, key, v string) string {
 		return setDuration(&d.ReconnectMax, key, v, false)
 	case "VACUUM_INTERVAL":
 		return setDuration(&d.VacuumInterval, key, v, true)
+	case "TRACING":
+		return setTracing(d, key, v)
 	case "CONFIG_FILE":
 		d.ConfigFile = v // "" keeps the default: the file loaded
 	case "INGRESS_CHANNEL":
@@ -465,6 +467,8 @@ func setStage(st *Stage, key, v string) string {
 		return setRate(&st.Rate, key, v)
 	case "KEY":
 		return setKey(st, key, v)
+	case "TRACE":
+		return setTraceLink(st, key, v)
 	case "JOIN_POLICY":
 		switch JoinPolicy(v) {
 		case JoinFail, JoinAll:

@@ -40,6 +40,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Auth says who may act; nil: nobody (a read-only dashboard).
 	Auth *Auth
+	// TraceURL is [pepsi-httpd] TRACE_URL: a trace UI's address with
+	// {trace_id}, where the message page links its trace id; "": no link.
+	TraceURL string
 	// Metrics, when set, serves /metrics and /healthz beside the dashboard.
 	Metrics http.Handler
 	// SampleEvery is how often the statistics are sampled for the

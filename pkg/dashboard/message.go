@@ -70,6 +70,10 @@ type messagePage struct {
 	KidsURL    string    `json:"-"` // the list of them all
 	ResultText string    `json:"-"`
 	ResultHex  string    `json:"-"`
+	// Its trace: the trace id of its traceparent header, and the trace
+	// UI's page of it (Options.TraceURL); "" for none.
+	TraceID  string `json:"trace_id,omitempty"`
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // childrenShown is how many children the message page lists.
@@ -126,6 +130,7 @@ func (d *Dashboard) message(w http.ResponseWriter, r *http.Request, db *admin.DB
 		CanRetry: m.Status != queue.Pending && m.Status != queue.Held && m.Status != queue.Waiting,
 		Stages:   d.opts.Stages,
 	}
+	page.TraceID, page.TraceURL = d.traceOf(m.Headers)
 	for _, c := range []button{{"hold", "Hold"}, {"release", "Release"}, {"cancel", "Cancel"}} {
 		if slices.Contains(controlStatuses[c.Action], m.Status) || (c.Action == "cancel" && m.Status == queue.Running) {
 			page.Controls = append(page.Controls, c)

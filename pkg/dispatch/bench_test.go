@@ -1,7 +1,10 @@
 package dispatch
 
 import (
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,12 +17,21 @@ import (
 //
 //	go test -run '^$' -bench Pipeline -benchtime 20000x ./pkg/dispatch/
 func BenchmarkPipeline(b *testing.B) {
-	for _, bc := range []struct{ name, payload string }{
-		{"noop-statusline", "s1=tnext:s2 s2=tnext:s3 s3=tdone"},
-		{"stage-commits", "s1=advance:s2 s2=advance:s3 s3=finish"},
+	for _, bc := range []struct {
+		name, payload string
+		tracing       bool
+	}{
+		{"noop-statusline", "s1=tnext:s2 s2=tnext:s3 s3=tdone", false},
+		{"noop-statusline-traced", "s1=tnext:s2 s2=tnext:s3 s3=tdone", true},
+		{"stage-commits", "s1=advance:s2 s2=advance:s3 s3=finish", false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			bb := setup(b, "POLL_INTERVAL = 30\nSTATS_INTERVAL = 60\nWORKER_IDLE_TIMEOUT = 30",
+			conf := "POLL_INTERVAL = 30\nSTATS_INTERVAL = 60\nWORKER_IDLE_TIMEOUT = 30"
+			if bc.tracing {
+				conf += "\nTRACING = on"
+				b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlpSink(b))
+			}
+			bb := setup(b, conf,
 				"s1\nPARALLELISM = 2\nQUEUE_LIMIT = 32", "s2\nPARALLELISM = 2\nQUEUE_LIMIT = 32", "s3\nPARALLELISM = 2\nQUEUE_LIMIT = 32")
 			payloads := make([]string, b.N)
 			for i := range payloads {
@@ -46,4 +58,15 @@ func BenchmarkPipeline(b *testing.B) {
 			}
 		})
 	}
+}
+
+// otlpSink starts an OTLP/HTTP endpoint that reads and discards what it is
+// sent, closed when b ends, and returns its URL.
+func otlpSink(b *testing.B) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }

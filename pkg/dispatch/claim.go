@@ -70,7 +70,7 @@ func (d *Dispatcher) handOut(claimed []queue.Claimed, now time.Time) {
 		case d.stopping || d.lockless:
 			// Claimed as the lock was lost or a stop began: not handed out.
 			d.plan.verdict(passOf(&c).settle(p.cfg.Name, queue.NotRun))
-		case d.assign(p, passOf(&c), now):
+		case d.assign(p, d.traced(&c, p), now):
 			d.obs.Handed(p.cfg.Name, time.Duration(c.Waited*float64(time.Second)))
 		}
 	}

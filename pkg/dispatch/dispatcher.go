@@ -102,6 +102,7 @@ type Dispatcher struct {
 	backoff  backoff   // the wait before retryAt
 	lockless bool      // the lock session failed: no queue work until it is back with the lock
 	outage   outage    // what a database outage did to passes in flight
+	tracer   *tracer   // spans of passes; nil: TRACING off
 
 }
 
@@ -189,6 +190,9 @@ func New(opts Options) (*Dispatcher, error) {
 		d.byName[s.Name] = p
 	}
 	d.plan.startRates(d.now())
+	if err := d.startTracing(); err != nil {
+		return nil, err
+	}
 	d.env = append(os.Environ(), "PEPSI_CONFIG="+d.cfg.Dispatch.ConfigFile, "PEPSI_DSN="+d.cfg.StageDSN(),
 		protocol.EnvProtocol+"="+strconv.Itoa(protocol.Version))
 	return d, nil
@@ -237,6 +241,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	close(d.chores.jobs)
 	d.bg.Wait()
+	d.stopTracing()
 	select {
 	case lis := <-d.relisen:
 		closeListener(lis)

@@ -28,6 +28,8 @@ func (d *Dispatcher) handle(ev event) {
 		d.exited(w, ev.err)
 	case evHello:
 		w.tokens = true // the ids written before went without: the worker takes both
+	case evHelloTrace:
+		d.helloTrace(w, ev.err == nil)
 	}
 }
 

@@ -22,6 +22,9 @@ type lane struct {
 	jobs chan *job
 	job  *job // in flight, if any
 	buf  job
+	// traced: its claims read the trace context (queue.Turn.Traced);
+	// set before it runs.
+	traced bool
 }
 
 // job is a lane's job: one turn and its result (what the turn is for,
@@ -47,6 +50,7 @@ const opTimeout = 30 * time.Second
 func (l *lane) run(ctx context.Context, db turnStore, results chan<- *job) {
 	for j := range l.jobs {
 		jctx, cancel := context.WithTimeout(ctx, opTimeout)
+		j.turn.Traced = l.traced
 		j.err = db.RunTurn(jctx, j.turn, &j.res)
 		cancel()
 		if queue.IsReadOnly(j.err) {

@@ -15,7 +15,7 @@ func (d *Dispatcher) spawn(p *pool, now time.Time) *worker {
 		argv = append(argv, "-c", cf)
 	}
 	d.seq++
-	w := &worker{seq: d.seq, pool: p, idleAt: now}
+	w := &worker{seq: d.seq, pool: p, idleAt: now, tracer: d.tracer}
 	proc, err := startProcess(w, spawnSpec{
 		argv:   argv,
 		env:    append(d.env[:len(d.env):len(d.env)], "PEPSI_STAGE="+p.cfg.Name),

@@ -29,6 +29,8 @@ type planner struct {
 	keyed   bool     // some stage has KEY: claims and settles book keys
 	backlog int      // verdicts waiting to be settled beyond which nothing is claimed: every stage's room
 
+	traced func(*queue.Settle) // hears each verdict as it is made, while tracing; nil: off
+
 	waker   waker  // polling or waiting for notifications
 	wakeGen uint64 // counts wakes, so a claim's result does not hide a later one
 	marks   uint64 // counts markMore calls

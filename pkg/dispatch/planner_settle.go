@@ -23,7 +23,12 @@ const (
 )
 
 // verdict adds v to the next settle.
-func (p *planner) verdict(v queue.Settle) { p.settles = append(p.settles, v) }
+func (p *planner) verdict(v queue.Settle) {
+	p.settles = append(p.settles, v)
+	if p.traced != nil {
+		p.traced(&p.settles[len(p.settles)-1]) // not &v: v would be on the heap, tracing or not
+	}
+}
 
 // keyedAnswers says that the verdicts gathered hold answers of a stage
 // with KEY: the next settle goes at once, to give their keys back.

@@ -235,7 +235,10 @@ func readAnswers(r io.ReadCloser, w *worker, events chan<- event) {
 			return
 		}
 		if h, ok := protocol.ParseHello(line); ok && first {
-			if h.Token {
+			switch {
+			case h.Trace:
+				events <- event{kind: evHelloTrace, w: w, err: helloNoToken(h)}
+			case h.Token:
 				events <- event{kind: evHello, w: w}
 			}
 			continue

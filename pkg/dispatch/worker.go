@@ -18,6 +18,10 @@ const (
 	evHello                     // its first line asked for pass tokens (protocol.Hello)
 )
 
+// evHelloTrace: its first line asked for trace contexts, and for tokens
+// unless the event's err is set (protocol.Hello).
+const evHelloTrace = evHello + 1
+
 // event is what a worker's I/O goroutines report to the loop.
 type event struct {
 	kind    eventKind
@@ -42,6 +46,8 @@ type worker struct {
 	killAt   time.Time // when a stopping worker gets SIGKILL (zero: sent)
 	gone     bool      // its stdout failed or closed: ignore what follows
 	tokens   bool      // it asked for pass tokens (protocol.Hello): ids go out with theirs
+	traces   bool      // it asked for trace contexts: while tracing, ids go out with their spans'
+	tracer   *tracer   // the dispatcher's, while tracing; nil: off
 	buf      []byte    // ids handed and not yet written (one write per hand-out)
 }
 
@@ -76,7 +82,9 @@ func (w *worker) hand(h pass, now time.Time) {
 	}
 	w.inflight.push(h)
 	w.handed++
-	if w.tokens {
+	if w.tracer != nil {
+		w.buf = w.tracer.handed(w, h)
+	} else if w.tokens {
 		w.buf = protocol.AppendIDLine(w.buf, h.id, h.token)
 	} else {
 		w.buf = protocol.AppendIDLine(w.buf, h.id, 0)

@@ -83,6 +83,8 @@ func TestFamiliesFromFirstScrape(t *testing.T) {
 		"pepsi_listener_reconnects_total":         len(reasons),
 		"pepsi_queue_retries_total":               len(reasons),
 		"pepsi_orphans_rescued_total":             1,
+		"pepsi_trace_spans_dropped_total":         1,
+		"pepsi_trace_spans_total":                 1,
 		"pepsi_dispatcher_healthy":                1,
 		"pepsi_build_info":                        1,
 		"pepsi_queue_depth":                       n * statuses,

@@ -174,7 +174,7 @@ func NewObserver(opts ObserverOptions) *Observer {
 	}
 	m.reg.MustRegister(m.handed, m.latency, m.results, m.busy, m.workers, m.inflight,
 		m.starts, m.startFailures, m.stderrLines, m.stderrBytes, m.reconnects, m.retries, m.orphans, m.health,
-		buildInfo(opts.Version),
+		buildInfo(opts.Version), spansDropped, spansExported,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Source != nil {

@@ -26,10 +26,28 @@ func TestParseHello(t *testing.T) {
 	for _, c := range []struct {
 		line      string
 		hello, tk bool
-	}{{"hello token", true, true}, {"hello", true, false}, {"hello  token", true, true}, {"hello world", false, false}, {"hello token later", false, false}, {"0", false, false}, {"0 # hello", false, false}} {
+	}{{"hello token", true, true}, {"hello token trace", true, true}, {"hello trace", true, false}, {"hello", true, false}, {"hello  token", true, true}, {"hello world", false, false}, {"hello token later", false, false}, {"0", false, false}, {"0 # hello", false, false}} {
 		h, ok := ParseHello([]byte(c.line))
 		if ok != c.hello || h.Token != c.tk {
 			t.Errorf("ParseHello(%q) = %+v, %v", c.line, h, ok)
+		}
+	}
+}
+
+func TestParseIDTrace(t *testing.T) {
+	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, c := range []struct {
+		line string
+		want IDLine
+	}{{"42 7 " + tp, IDLine{42, 7, tp}}, {"42 " + tp, IDLine{42, 0, tp}}, {"42 7", IDLine{42, 7, ""}}} {
+		got, err := ParseID([]byte(c.line))
+		if err != nil || got != c.want {
+			t.Errorf("ParseID(%q) = %+v, %v; want %+v", c.line, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{tp, "42 7 8 " + tp, "x " + tp} {
+		if _, err := ParseID([]byte(bad)); err == nil {
+			t.Errorf("ParseID(%q) accepted", bad)
 		}
 	}
 }

@@ -42,6 +42,8 @@ type Claimed struct {
 	Keyed    bool    // it has a key there (the message has the KEY header)
 	Pass     int64   // the pass's token (the claim's: Turn.Pass)
 	Parent   int64   // the message that spawned it (0: none): its end may release its parent's join
+	Attempt  int32   // its attempt at the stage, counting this one (Turn.Traced only)
+	Trace    string  // its traceparent and tracestate headers, blank-separated (Turn.Traced only)
 }
 
 // claimSQL takes, for each stage, up to its cap of pending rows in
@@ -272,7 +274,7 @@ func scanClaimed(rows pgx.Rows, err error, dst, waits []Claimed, pass int64) ([]
 	for rows.Next() {
 		var c Claimed
 		var key *string // nil, no allocation, for a message without a key
-		if err := rows.Scan(&c.ID, &c.Stage, &c.Priority, &key, &c.Waited, &c.Parent); err != nil {
+		if err := scanClaim(rows, &c, &key); err != nil {
 			return dst, waits, err
 		}
 		if key != nil {

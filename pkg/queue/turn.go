@@ -46,6 +46,9 @@ type Turn struct {
 	// soon as a child has failed.
 	Joins   []int64
 	JoinAll []string
+	// Traced: the claim also reads each message's attempt and trace
+	// context (Claimed.Attempt, Claimed.Trace).
+	Traced bool
 }
 
 // Joined is a parent whose join was settled: released, pending at its
@@ -177,6 +180,9 @@ func (db *DB) SetArmed(ctx context.Context, set string, on bool) error {
 // SetFence) and fills res.
 func (db *DB) RunTurn(ctx context.Context, t Turn, res *TurnResult) error {
 	claimStmt, claim := claimArgs(t.Caps, t.Pass)
+	if t.Traced {
+		claimStmt = traced(claimStmt)
+	}
 	hasClaim := claimStmt != ""
 	local := localSQL(hasClaim, len(t.Settles) > 0 || hasClaim, len(t.Settles) == 0 && (hasClaim || t.Resume || t.Admit))
 	var settle, history []any

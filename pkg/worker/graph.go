@@ -15,7 +15,10 @@ import (
 const MaxResult = 64 << 10
 
 // SpawnOptions are a child's own headers, priority and deduplication key;
-// the zero value is none, 0 and none.
+// the zero value is none, 0 and none. A child whose headers have no
+// traceparent gets that of the span ctx carries (the pass's, or one the
+// stage started from it), or else its parent's trace context
+// (pepsi.spawn).
 type SpawnOptions struct {
 	Headers  map[string]string // the child's headers (a flow KEY at its stage reads them)
 	Priority int               // lower is claimed first within its stage
@@ -46,9 +49,9 @@ const (
 
 // spawnArgs are the arguments the spawn calls share: headers as JSON
 // text, the pass's token or NULL.
-func (m *Message) spawnArgs(o *SpawnOptions) (headers, pass any, err error) {
-	if o != nil && len(o.Headers) > 0 {
-		b, err := json.Marshal(o.Headers)
+func (m *Message) spawnArgs(ctx context.Context, o *SpawnOptions) (headers, pass any, err error) {
+	if h := traceHeaders(ctx, o); h != nil {
+		b, err := json.Marshal(h)
 		if err != nil {
 			return nil, nil, fmt.Errorf("headers: %w", err)
 		}
@@ -69,7 +72,7 @@ func (m *Message) spawnArgs(o *SpawnOptions) (headers, pass any, err error) {
 // not one, a key held by an unfinished message, and a child more than
 // pepsi.spawn_depth() (16) levels below the message first enqueued.
 func (m *Message) Spawn(ctx context.Context, stage string, payload []byte, o *SpawnOptions) (int64, error) {
-	headers, pass, err := m.spawnArgs(o)
+	headers, pass, err := m.spawnArgs(ctx, o)
 	if err != nil {
 		return 0, err
 	}
@@ -105,7 +108,7 @@ func (m *Message) SpawnMany(ctx context.Context, stage string, payloads [][]byte
 	if o != nil && o.Key != "" {
 		return 0, errors.New("SpawnMany makes no child with a key: spawn a keyed child with Spawn")
 	}
-	headers, pass, err := m.spawnArgs(o)
+	headers, pass, err := m.spawnArgs(ctx, o)
 	if err != nil {
 		return 0, err
 	}

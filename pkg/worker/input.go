@@ -63,14 +63,16 @@ func peekBuffered(br *bufio.Reader) []byte {
 // line had none).
 type idLine struct {
 	id, pass int64
+	trace    string // the pass span's traceparent; "": none
 }
 
 // message is the Message of the pass the line hands out, its rows not
 // read yet.
-func (l idLine) message() *Message { return &Message{ID: l.id, Pass: l.pass} }
+func (l idLine) message() *Message { return &Message{ID: l.id, Pass: l.pass, Traceparent: l.trace} }
 
-// parseID reads an id line, "ID" or "ID TOKEN" (protocol.ParseIDLine).
+// parseID reads an id line, "ID", "ID TOKEN" or "ID TOKEN TRACEPARENT"
+// (protocol.ParseID).
 func parseID(line []byte) (idLine, error) {
-	id, pass, err := protocol.ParseIDLine(line)
-	return idLine{id: id, pass: pass}, err
+	l, err := protocol.ParseID(line)
+	return idLine{id: l.ID, pass: l.Token, trace: l.Trace}, err
 }

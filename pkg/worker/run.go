@@ -44,7 +44,9 @@ type Options struct {
 	// (Main takes $PEPSI_PROTOCOL, protocol.EnvProtocol). From 2 on, Run
 	// first writes the hello line that asks for pass tokens
 	// (protocol.HelloToken), and each pass given one presents it on its
-	// move (Message.Pass); 0 or 1: no hello, bare ids.
+	// move (Message.Pass); from 3 on it asks for trace contexts too
+	// (protocol.HelloTrace), and the stage function's ctx carries the
+	// pass span's (Message.Traceparent); 0 or 1: no hello, bare ids.
 	Protocol int
 }
 
@@ -109,7 +111,11 @@ func Run(ctx context.Context, fn Func, opts Options) error {
 	if opts.Protocol >= 2 {
 		// First, before connecting: ids the dispatcher writes before it
 		// reads the hello come without their tokens.
-		if _, err := io.WriteString(opts.Out, protocol.HelloToken+"\n"); err != nil {
+		hello := protocol.HelloToken
+		if opts.Protocol >= 3 {
+			hello = protocol.HelloTrace
+		}
+		if _, err := io.WriteString(opts.Out, hello+"\n"); err != nil {
 			return fmt.Errorf("writing the hello line: %w", err)
 		}
 	}
@@ -421,5 +427,5 @@ func (r *runner) call(ctx context.Context, m *Message) (out Move, err error) {
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	return r.fn(ctx, m)
+	return r.fn(withPassSpan(ctx, m), m)
 }

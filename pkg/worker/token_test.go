@@ -127,7 +127,7 @@ func TestRunTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := fmt.Sprintf("1 # message %d is not running pass %d: that pass is over (it runs pass %d at stage a)", ids[3], lines[3], passes[3])
-	if want := "hello token\n0\n0\n0\n" + stale + "\n0\n0\n"; out.String() != want {
+	if want := protocol.HelloTrace + "\n0\n0\n0\n" + stale + "\n0\n0\n"; out.String() != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
 	for i, id := range ids {

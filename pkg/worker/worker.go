@@ -127,13 +127,18 @@ type Func func(ctx context.Context, m *Message) (Move, error)
 
 // Message is the message being processed, read from its queue row.
 type Message struct {
-	ID        int64           // the message id (ingress order)
-	Pass      int64           // the pass's token, 0 when the dispatcher sent none (see Options.Protocol)
-	Stage     string          // the stage it is running at
-	Attempts  int             // passes at this stage, this one included (1 the first time; a pause counts, an advance starts again at 0)
-	CreatedAt time.Time       // when it entered the queue
-	Headers   json.RawMessage // pepsi.message.headers, a JSON object
-	Payload   []byte          // pepsi.message.payload
+	ID   int64 // the message id (ingress order)
+	Pass int64 // the pass's token, 0 when the dispatcher sent none (see Options.Protocol)
+	// Traceparent is the W3C traceparent of the dispatcher's span of this
+	// pass, "" when it sent none (TRACING off, or Options.Protocol below
+	// 3). The stage function's ctx carries it as a remote span context,
+	// so that spans the stage starts from ctx nest under the pass.
+	Traceparent string
+	Stage       string          // the stage it is running at
+	Attempts    int             // passes at this stage, this one included (1 the first time; a pause counts, an advance starts again at 0)
+	CreatedAt   time.Time       // when it entered the queue
+	Headers     json.RawMessage // pepsi.message.headers, a JSON object
+	Payload     []byte          // pepsi.message.payload
 	// Tx is the pass's transaction, in which the message was read (and,
 	// without a token, its queue row locked). Do the stage's work in it:
 	// it commits together with the move, or not at all. Do not

@@ -56,6 +56,18 @@ BEGIN
     END IF;
 END $$;
 
+-- pepsi.trace_headers() is p_headers for a child of p_parent: a child
+-- that brings no traceparent of its own gets its parent's traceparent and
+-- tracestate, so that its passes are traced in its parent's trace.
+CREATE OR REPLACE FUNCTION pepsi.trace_headers(p_parent bigint, p_headers jsonb) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN coalesce(p_headers, '{}') ? 'traceparent' THEN coalesce(p_headers, '{}')
+                ELSE coalesce(p_headers, '{}') || coalesce((
+                     SELECT jsonb_strip_nulls(jsonb_build_object('traceparent', m.headers -> 'traceparent',
+                                                                 'tracestate', m.headers -> 'tracestate'))
+                       FROM pepsi.message m WHERE m.id = p_parent AND m.headers ? 'traceparent'), '{}') END
+$$;
+
 -- pepsi.spawn() makes one child of the running message p_parent, pending
 -- at p_stage, and returns its id. The child has its own payload, headers,
 -- priority and deduplication key (a key an unfinished message holds
@@ -81,6 +93,7 @@ BEGIN
         RAISE EXCEPTION 'pepsi.spawn: message %: key % is held by an unfinished message', p_parent, p_key
             USING ERRCODE = '23505';
     END IF;
+    p_headers := pepsi.trace_headers(p_parent, p_headers);
     v_id := nextval('pepsi.message_id_seq'::regclass);
     INSERT INTO pepsi.message (id, headers, payload)
     VALUES (v_id, coalesce(p_headers, '{}'), coalesce(p_payload, ''));
@@ -109,6 +122,7 @@ BEGIN
     IF coalesce(cardinality(p_payloads), 0) = 0 THEN
         RETURN 0;
     END IF;
+    p_headers := pepsi.trace_headers(p_parent, p_headers);
     IF coalesce(p_headers, '{}') <> '{}' THEN
         SELECT pepsi.flow_key(p_headers ->> k.header) INTO v_key FROM pepsi.flow_keys k WHERE k.stage = p_stage;
     END IF;

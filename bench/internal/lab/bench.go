@@ -100,7 +100,7 @@ type Options struct {
 // last: its VACUUM ANALYZE of a million pending rows would leave the
 // planner statistics that say "everything is pending" to the pipelines
 // (TRUNCATE keeps them).
-var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "ratecpu", "graph", "rate", "keys", "hotkeys", "sustained", "claim"}
+var Steps = []string{"ceiling", "enqueue", "ingress", "commit", "statusline", "wide", "wake", "ratecpu", "graph", "tracing", "rate", "keys", "hotkeys", "sustained", "claim"}
 
 // OnlyNamed are the steps that run only when Only names them: rate
 // measures the accuracy of RATE, not pepsi's speed, for RateTime (30 s);
@@ -233,7 +233,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	steps := map[string]func(context.Context) error{
 		"ceiling": b.ceilings, "enqueue": b.enqueue, "commit": b.commitPipeline, "statusline": b.statusLinePipeline,
 		"wide": b.widePipeline, "wake": b.wake, "claim": b.claim, "ingress": b.ingress, "ratecpu": b.rateCPU, "rate": b.rate, "keys": b.keys, "hotkeys": b.hotKeys, "sustained": b.sustained,
-		"graph": b.graph,
+		"graph": b.graph, "tracing": b.tracing,
 	}
 	for _, name := range Steps {
 		if o.Only != nil && !slices.Contains(o.Only, name) || o.Only == nil && slices.Contains(OnlyNamed, name) {

@@ -35,6 +35,7 @@ type pipeline struct {
 	apart         bool   // each stage finishes its messages: no stage advances to the next
 	retention     string // RETENTION, or "" for the default
 	statsInterval string // STATS_INTERVAL, or "" for 60
+	tracing       bool   // TRACING = on (the OTEL_* environment points at the bench's sink)
 }
 
 // workers is how many workers the pipeline may run.
@@ -72,6 +73,9 @@ func (b *bench) conf(p pipeline) (string, error) {
 	c.WriteString("WORKER_IDLE_TIMEOUT = 600\nSHUTDOWN_GRACE = 5\nORPHAN_SWEEP = 600\n")
 	if p.retention != "" {
 		fmt.Fprintf(&c, "RETENTION = %s\n", p.retention)
+	}
+	if p.tracing {
+		c.WriteString("TRACING = on\n")
 	}
 	for i, s := range p.stages {
 		prog := shellQuote(b.o.StageExe) + " stage --mode " + p.mode

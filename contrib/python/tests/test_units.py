@@ -9,7 +9,7 @@ import unittest
 from pepsi_stage import MAX_RESULT, Advance, Fail, Finish, Join, Message, Pause
 from pepsi_stage._config import config_arg, ini_dsn
 from pepsi_stage._message import PassError, check_move, move_statement
-from pepsi_stage._protocol import LineReader, parse_id_line, status_line
+from pepsi_stage._protocol import LineReader, parse_id_line, status_line, trace_of
 
 
 class TestLines(unittest.TestCase):
@@ -17,6 +17,15 @@ class TestLines(unittest.TestCase):
         self.assertEqual(parse_id_line(b"42"), (42, None))
         self.assertEqual(parse_id_line(b" 42  7 "), (42, 7))
         for bad in (b"", b"0", b"-1", b"1 0", b"1 2 3", b"x", b"1 y", b"9223372036854775808"):
+            with self.subTest(line=bad), self.assertRaises(ValueError):
+                parse_id_line(bad)
+
+    def test_trace_on_id_lines(self) -> None:
+        tp = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        self.assertEqual(parse_id_line(b"42 7 " + tp), (42, 7))
+        self.assertEqual(trace_of(b"42 7 " + tp), tp.decode())
+        self.assertEqual(trace_of(b"42 7"), None)
+        for bad in (tp, b"1 -1", b"1 2 3 " + tp):
             with self.subTest(line=bad), self.assertRaises(ValueError):
                 parse_id_line(bad)
 

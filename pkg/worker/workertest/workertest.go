@@ -32,6 +32,7 @@ type Stage struct {
 	Parallelism int
 	QueueLimit  int
 	MaxMessages int
+	Conf        string // more lines of its section, as written in pepsi.conf ("RETRIES = 1\n")
 }
 
 // Pipeline is a database, its pepsi.conf and a dispatcher running on them.
@@ -64,13 +65,15 @@ type Options struct {
 	// database's DSN: the stage programs connect with it (a pooler in
 	// front of the database, say), the dispatcher with the DSN.
 	WorkerDSN func(dsn string) string
+	// Dispatch is more lines of [pepsi-dispatch] ("TRACING = on\n").
+	Dispatch string
 }
 
 // StartWith is Start with opts.
 func StartWith(t testing.TB, opts Options, stages ...Stage) *Pipeline {
 	t.Helper()
 	var conf strings.Builder
-	conf.WriteString("[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n")
+	conf.WriteString("[pepsi-dispatch]\nSHUTDOWN_GRACE = 5\nSPAWN_COOLDOWN = 1\n" + opts.Dispatch)
 	for _, s := range stages {
 		fmt.Fprintf(&conf, "\n[stage-%s]\nPROGRAM = %s\n", s.Name, s.Program)
 		for _, kv := range []struct {
@@ -81,6 +84,7 @@ func StartWith(t testing.TB, opts Options, stages ...Stage) *Pipeline {
 				fmt.Fprintf(&conf, "%s = %d\n", kv.key, kv.v)
 			}
 		}
+		conf.WriteString(s.Conf)
 	}
 	var database []func(string) string
 	if opts.WorkerDSN != nil {

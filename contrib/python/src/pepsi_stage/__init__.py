@@ -30,7 +30,10 @@ connection answers 75 (the message is put back, not counted) and exits 75.
 SIGTERM stops at once: the message in hand is rolled back, unanswered, and
 the program exits 0. Serialization failures and deadlocks run the pass
 again, up to three times. When $PEPSI_PROTOCOL is 2 or more, run asks for
-pass tokens ("hello token") and presents each pass's token on its move.
+pass tokens ("hello token") and presents each pass's token on its move; from
+3 on it asks for trace contexts too ("hello token trace"): a dispatcher
+with TRACING on then gives each pass its span's W3C traceparent, which the
+handler finds in Message.traceparent (None otherwise).
 
 A handler may fan its message out: Message.spawn and spawn_many make
 children in the pass's transaction, and the move Join(stage) parks the
@@ -59,7 +62,7 @@ from ._async import AsyncCursor, AsyncHandler, AsyncRunner
 from ._async import behind_pooler as _async_behind_pooler
 from ._config import ConfigError, config_arg, resolve_dsn
 from ._message import MAX_RESULT, Advance, Child, Fail, Finish, Join, Message, Move, Pause
-from ._protocol import HELLO_TOKEN, NOT_RUN, LineReader, Writer, env_protocol
+from ._protocol import HELLO_TOKEN, HELLO_TRACE, NOT_RUN, LineReader, Writer, env_protocol
 from ._sync import Cursor, Handler, OneTripHandler, SyncRunner, behind_pooler
 
 __all__ = [
@@ -156,7 +159,7 @@ def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
         if env_protocol() >= 2:
             # First, before connecting: ids the dispatcher writes before it
             # reads the hello come without their tokens.
-            out.write(HELLO_TOKEN.encode() + b"\n")
+            out.write((HELLO_TRACE if env_protocol() >= 3 else HELLO_TOKEN).encode() + b"\n")
         kw = _connect_args(dsn, "pepsi-worker " + (stage or name))
         if inspect.iscoroutinefunction(handler):
             return asyncio.run(_amain(handler, dsn, kw, stage, log, reader, out))

@@ -13,7 +13,7 @@ from psycopg.rows import TupleRow
 
 from . import _message as msg
 from ._message import Message, Move, PassError
-from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line
+from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line, trace_of
 from ._sync import MAX_PASSES, TRANSIENT
 
 AsyncCursor = psycopg.AsyncCursor[TupleRow]
@@ -56,6 +56,7 @@ class AsyncRunner:
         self.commit_cur = conn.cursor()
         self.read_cur = conn.cursor(binary=True)
         self.next: Message | None = None
+        self.traceparent: str | None = None  # the id line's being served
 
     async def loop(self, reader: LineReader, out: Writer) -> int:
         """Serve until end of file (0) or a lost connection (75)."""
@@ -73,6 +74,7 @@ class AsyncRunner:
         """One id line's answer: code, reason, fused stages."""
         try:
             mid, token = parse_id_line(line)
+            self.traceparent = trace_of(line)
         except ValueError:
             self.log.error("bad message id on stdin: %s", quote(line))
             return 1, "bad message id " + quote(line), []
@@ -132,6 +134,7 @@ class AsyncRunner:
         committed = False
         try:
             m = await self.begin(mid, token)
+            m.traceparent = self.traceparent
             async with self.conn.cursor() as cur:
                 out: object = await self.handler(m, cur)
             msg.check_fused(m)

@@ -104,6 +104,10 @@ class Message:
     """The statements queue() added, in order."""
     fused_stages: list[tuple[str, float]] = field(default_factory=list, repr=False)
     """The stages fused() reported."""
+    traceparent: str | None = None
+    """The W3C traceparent of the dispatcher's span of this pass, None when it
+    sent none (TRACING off, or $PEPSI_PROTOCOL below 3): start the stage's own
+    spans as its children (contrib/python/README.md shows how)."""
 
     @property
     def attempt(self) -> int:

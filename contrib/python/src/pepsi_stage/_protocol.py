@@ -9,6 +9,9 @@ import select
 HELLO_TOKEN = "hello token"
 """The hello line that asks the dispatcher for pass tokens (protocol 2)."""
 
+HELLO_TRACE = "hello token trace"
+"""The hello line that asks for pass tokens and trace contexts (protocol 3)."""
+
 NOT_RUN = 75
 """The status (and exit status) that says the database, not the message, failed."""
 
@@ -23,8 +26,11 @@ def check_stage(name: str) -> bool:
 
 
 def parse_id_line(line: bytes) -> tuple[int, int | None]:
-    """An id line, "ID" or "ID TOKEN": (id, token or None); ValueError if bad."""
+    """An id line, "ID", "ID TOKEN" or "ID TOKEN TRACEPARENT": (id, token or
+    None); ValueError if bad. trace_of reads its traceparent."""
     fields = line.split()
+    if len(fields) > 1 and fields[-1].find(b"-") > 0:
+        fields = fields[:-1]
     if not 1 <= len(fields) <= 2:
         raise ValueError(f"id line {quote(line)}: want ID or ID TOKEN")
     nums: list[int] = []
@@ -34,6 +40,14 @@ def parse_id_line(line: bytes) -> tuple[int, int | None]:
             raise ValueError(f"id line {quote(line)}: bad " + ("message id" if not nums else "pass token"))
         nums.append(int(s))
     return nums[0], (nums[1] if len(nums) == 2 else None)
+
+
+def trace_of(line: bytes) -> str | None:
+    """The traceparent of the pass's span on an id line, None if it has none."""
+    fields = line.split()
+    if len(fields) > 1 and fields[-1].find(b"-") > 0:
+        return fields[-1].decode("ascii", "replace")
+    return None
 
 
 def quote(b: bytes) -> str:

@@ -11,7 +11,7 @@ from psycopg.rows import TupleRow
 
 from . import _message as msg
 from ._message import Message, Move, PassError
-from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line
+from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line, trace_of
 
 Cursor = psycopg.Cursor[TupleRow]
 """The cursor a handler does its work with, in the pass's transaction."""
@@ -54,6 +54,7 @@ class SyncRunner:
         self.commit_cur = conn.cursor()  # COMMIT, whose tag says whether it committed
         self.read_cur = conn.cursor(binary=True)  # the reads of messages
         self.next: Message | None = None  # read in a transaction begun with the last COMMIT
+        self.traceparent: str | None = None  # the id line's being served
 
     def loop(self, reader: LineReader, out: Writer) -> int:
         """Serve until end of file (0) or a lost connection (75)."""
@@ -71,6 +72,7 @@ class SyncRunner:
         """One id line's answer: code, reason, fused stages."""
         try:
             mid, token = parse_id_line(line)
+            self.traceparent = trace_of(line)
         except ValueError:
             self.log.error("bad message id on stdin: %s", quote(line))
             return 1, "bad message id " + quote(line), []
@@ -129,6 +131,7 @@ class SyncRunner:
 
     def call(self, m: Message, cur: Cursor | None) -> Move:
         """Run the handler and check what it returns."""
+        m.traceparent = self.traceparent
         if cur is None:
             out: object = self.handler(m)  # type: ignore[call-arg]
         else:
