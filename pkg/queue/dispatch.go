@@ -442,12 +442,16 @@ func (s *Settled) Requeued() bool {
 // lookup of state_live per verdict (the locking subquery is not flattened
 // into a join that could scan the table), and reads them as locked, so
 // that what it reports and decides is their latest committed state even
-// when a stage's commit lands while this runs; the ids not locked are read
-// unlocked, in state_live and then in the other partitions: those a stage
-// finished (moved to another partition), and those it requeued (pending)
-// or that run another pass since, which this settle never writes: a lock on them
-// would hold up the claim of the next stage, or that stage's own move,
-// until this settle commits. A row moved by a stage's commit while cur
+// when a stage's commit lands while this runs. Which rows it locks it
+// decides by their version in the statement's snapshot (o), read first:
+// not those a stage requeued (pending) or that run another pass since,
+// which this settle never writes (a lock would hold up the next stage's
+// claim, or that stage's own move, until this settle commits); the ids
+// not in state_live (a stage finished them: they moved to another
+// partition) are looked up in the others, and read unlocked. The lock's
+// condition is on the snapshot's version, not the locked one, so that a
+// row that a stage's commit requeues while cur waits for its lock is read
+// as that commit left it. A row moved to another partition while cur
 // waited for its lock fails the statement (SQLSTATE 40001), which RunTurn
 // runs again. The result is upd's rows and cur's others: no join of the
 // two, whose sizes the planner cannot know (it guesses one row and
@@ -482,16 +486,15 @@ WITH cur AS (
       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::float8[], $7::float8[], $8::text[], $9::bigint[])
            AS v(id, stage, verdict, reason, retries, delay, maxdelay, target, pass)
       LEFT JOIN LATERAL (
-           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state_live s
-            WHERE s.id = v.id AND s.status <> 'pending' AND (s.status <> 'running' OR s.pass = v.pass) FOR UPDATE) l ON true
-      LEFT JOIN LATERAL (
            SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state_live s
-            WHERE s.id = v.id AND l.status IS NULL
-           OFFSET 0) o ON true -- not flattened: l.status IS NULL gates the probe
+            WHERE s.id = v.id) o ON true
+      LEFT JOIN LATERAL (
+           SELECT s.status, s.stage, s.timeout, s.attempts, s.handed, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state_live s
+            WHERE s.id = v.id AND o.status <> 'pending' AND (o.status <> 'running' OR o.pass = v.pass) FOR UPDATE) l ON true
       LEFT JOIN LATERAL (
            SELECT s.status, s.stage, s.timeout, s.pass, s.ended, s.ended_as, s.parent FROM pepsi.state s
-            WHERE s.id = v.id AND l.status IS NULL AND o.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
-           OFFSET 0) f ON true -- not flattened: the two gate each partition's probe
+            WHERE s.id = v.id AND o.status IS NULL AND s.status IN ('done', 'failed', 'cancelled')
+           OFFSET 0) f ON true -- not flattened: o.status IS NULL gates each partition's probe
      WHERE l.status IS NOT NULL OR o.status IS NOT NULL OR f.status IS NOT NULL) x
 ), upd AS (
     UPDATE pepsi.state s

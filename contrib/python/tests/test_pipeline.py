@@ -70,7 +70,9 @@ class TestPipeline(unittest.TestCase):
                         self.assertEqual(r.attempts, 2 if pl == b"pya:pause" else 1)
                         self.assertIn((mid, "py"), work)
                         self.assertIn((mid, "pya"), work)
-            self.assertEqual(p.one("SELECT sum(paused) FROM pepsi.dispatch_stats"), 2)
+            # The statistics are written a moment after the last settle.
+            p.wait_for("two paused passes in the statistics", 60,
+                       lambda: bool(p.one("SELECT coalesce(sum(paused), 0) FROM pepsi.dispatch_stats") == 2))
             tokens = p.one("SELECT count(*) FROM test_work WHERE token IS NOT NULL")
             self.assertGreater(tokens, 0, "no pass had a token: no hello?")
             self.assertIn("a print in a handler", p.logs())
