@@ -221,11 +221,11 @@ func (w *workRun) report(out io.Writer, o options) {
 	fmt.Fprintln(tw, "TARGET (real work)\tMEASURED\tWANT\t")
 	target := func(name string, v, of, want float64) {
 		if of <= 0 || v != v || of != of {
-			fmt.Fprintf(tw, "%s\t-\t≥ %.1f\tnot measured\n", name, want)
+			fmt.Fprintf(tw, "%s\t-\t≥ %g\tnot measured\n", name, want)
 			return
 		}
 		r := v / of
-		fmt.Fprintf(tw, "%s\t%.2f\t≥ %.1f\t%s\n", name, r, want, met(r >= want))
+		fmt.Fprintf(tw, "%s\t%.2f\t≥ %g\t%s\n", name, r, want, met(r >= want))
 	}
 	def := w.def.median()
 	target("pkg/worker stage, defaults ÷ River", def, riv, targetWorkRiver)
