@@ -89,7 +89,7 @@ func janitorServices(d *Dispatcher, db Store) []service {
 		s = append(s, &retention{store: db, log: d.log, now: d.now, keep: dc.Retention, retry: d.reconnectBackoff(), report: d.reports})
 	}
 	if dc.VacuumInterval > 0 {
-		s = append(s, &vacuum{store: db, log: d.log, every: dc.VacuumInterval})
+		s = append(s, &vacuum{store: db, log: d.log, every: dc.VacuumInterval, an: newAnalyzer(db, d.log)})
 	}
 	if sc := newScheduler(d, db); sc != nil {
 		s = append(s, sc)
