@@ -226,8 +226,16 @@ type messagesPage struct {
 	Retry       bool     `json:"-"`
 	// Window is how far back a search reads: its since, or the default.
 	Window string `json:"search_window,omitempty"`
+	// Cut is, for a search that read only part of its window, how far
+	// back it read (see admin.SearchBudget); Total counts in that part.
+	Cut *searchCut `json:"search_cut,omitempty"`
 	// DefaultSince is the default of since, for the form.
 	DefaultSince string `json:"-"`
+}
+
+// searchCut is how far back a page of a search read its window.
+type searchCut struct {
+	From time.Time `json:"from"` // when the oldest message it read was enqueued
 }
 
 // button is an action the action bar offers.
@@ -292,13 +300,14 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 	for _, row := range res.Rows {
 		page.Rows = append(page.Rows, listRow{Row: row, URL: "/messages/" + strconv.FormatInt(row.ID, 10), Wait: waitOf(row)})
 	}
-	if n := len(res.Rows); n > 0 {
-		if res.Older {
-			page.Older = f.at("before", res.Rows[n-1].ID)
-		}
-		if res.Newer {
-			page.Newer = f.at("after", res.Rows[0].ID)
-		}
+	if res.Older && res.OlderBefore > 0 {
+		page.Older = f.at("before", res.OlderBefore)
+	}
+	if res.Newer && res.NewerAfter > 0 {
+		page.Newer = f.at("after", res.NewerAfter)
+	}
+	if res.Cut && res.Searched != nil {
+		page.Cut = &searchCut{From: res.Searched.FromTime}
 	}
 	st := f.params.Status
 	for _, a := range barActions {
@@ -330,11 +339,25 @@ func (d *Dashboard) searchFailed(w http.ResponseWriter, r *http.Request, page me
 // the queue's last count when it has more than maxTotal; else a count up
 // to maxTotal.
 func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage, res admin.BrowsePage) error {
-	if !res.Older && !res.Newer {
+	p := page.Filter.params
+	if !res.Older && !res.Newer && res.Searched == nil {
 		page.Total = int64(len(res.Rows))
 		return nil
 	}
-	p := page.Filter.params
+	if res.Searched != nil {
+		// A search counts in what its page read (see admin.SearchBudget):
+		// at least that many match, more when it read only part of its
+		// window.
+		p.Search = p.Search.Within(*res.Searched)
+		if !res.Older && !res.Newer {
+			page.Total = int64(len(res.Rows))
+			return nil
+		}
+		var err error
+		page.Total, page.TotalMore, err = db.CountSelection(ctx, p.Selection(), maxTotal)
+		page.TotalMore = page.TotalMore || !res.Searched.Whole
+		return err
+	}
 	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" && p.Parent == 0 && p.Search.Since == 0 && len(p.Search.Headers) == 0 && p.Search.Payload == "" {
 		c, err := d.pageCounts(ctx, db)
 		if err != nil {
@@ -351,7 +374,6 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		}
 	}
 	var err error
-	page.Total, page.TotalMore, err = db.CountSelection(ctx, admin.Selection{Stage: p.Stage, Status: p.Status,
-		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason, Parent: p.Parent, Search: p.Search}, maxTotal)
+	page.Total, page.TotalMore, err = db.CountSelection(ctx, p.Selection(), maxTotal)
 	return err
 }

@@ -180,3 +180,70 @@ func TestSearchTimeout(t *testing.T) {
 		t.Errorf("a retry: %d\n%s", r.code, r.body)
 	}
 }
+
+// TestSearchCut: a page of a search that runs out of its time budget
+// shows what it found in the part of its window it read, says how far
+// back it read and counts "or more"; its older link goes on from there,
+// and the page that reaches the window's start says nothing more.
+func TestSearchCut(t *testing.T) {
+	// Not parallel: it sets admin.SearchSlice and admin.SearchBudget.
+	s := newSite(t, siteOptions{stages: []string{"a"}})
+	var ids []int64
+	for i := range 30 {
+		tenant := "other"
+		if i == 4 || i == 24 {
+			tenant = "acme"
+		}
+		got, err := s.db.EnqueueBulk(ctx(t), oneMessage("a", map[string]string{"tenant": tenant}, []byte("x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got[0])
+	}
+	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
+	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
+	type listJSON struct {
+		Rows []struct {
+			ID int64 `json:"id"`
+		} `json:"rows"`
+		Total int64  `json:"total"`
+		More  bool   `json:"total_more"`
+		Older string `json:"older_url"`
+		Cut   *struct {
+			From time.Time `json:"from"`
+		} `json:"search_cut"`
+	}
+	path := "/messages?header=tenant%3Dacme"
+	var pages [][]int64
+	for range 4 {
+		var l listJSON
+		s.getJSON(path+"&format=json", req{}, &l)
+		var got []int64
+		for _, r := range l.Rows {
+			got = append(got, r.ID)
+		}
+		pages = append(pages, got)
+		// A page counts what it read: "or more" while the window goes on
+		// beyond it, either way.
+		last := l.Older == ""
+		if last != (l.Cut == nil) || l.More != (l.Cut != nil || len(pages) > 1) || l.Total != int64(len(got)) {
+			t.Errorf("%s: older %q, cut %v, total %d (more %v) for %v", path, l.Older, l.Cut, l.Total, l.More, got)
+		}
+		if last {
+			break
+		}
+		if !strings.Contains(l.Older, "header=tenant%3Dacme") {
+			t.Fatalf("older link %q lost the search", l.Older)
+		}
+		path = l.Older
+	}
+	if want := [][]int64{{ids[24]}, nil, {ids[4]}}; !slices.EqualFunc(pages, want, slices.Equal) {
+		t.Errorf("pages %v, want %v", pages, want)
+	}
+	body := s.get("/messages?header=tenant%3Dacme", http.StatusOK, req{})
+	for _, want := range []string{"this page of the search read only the messages enqueued since", ">Search older messages</a>", "1</strong> or more message"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a page cut short lacks %q:\n%s", want, body)
+		}
+	}
+}
