@@ -34,3 +34,12 @@ func (d *Dashboard) ConfirmBytes() int {
 	defer d.confirms.mu.Unlock()
 	return d.confirms.bytes
 }
+
+// Sampled is how many samples of the statistics the dashboard keeps, and
+// when it last counted the queue (zero: never).
+func (d *Dashboard) Sampled() (int, time.Time) {
+	d.samples.mu.Lock()
+	n := len(d.samples.samples)
+	d.samples.mu.Unlock()
+	return n, d.counts.latest().at
+}
