@@ -70,7 +70,7 @@ type Dashboard struct {
 	standbys standbys
 	results  results
 	confirms confirmations
-	sampling atomic.Bool // Run runs
+	sampling atomic.Bool  // Run runs
 	viewed   atomic.Int64 // when a page was last asked for (Unix ns)
 	// historyFailing: the charts' history could not be read or written
 	// (logged once until it can).
