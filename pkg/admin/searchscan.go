@@ -15,8 +15,8 @@ import (
 // a header's value and a payload's text have no index (one would cost
 // every enqueue), so a window of millions of messages cannot be read in
 // the time a page has. A page cut short says how far it read; the next
-// page goes on from there. The lists' count of a search counts in what the
-// page read (Search.Within).
+// page goes on from there. A search's list counts its page only: a
+// count would read what the page read again.
 
 // SearchBudget is how long a page of a search reads its window before it
 // stops short and says how far it read; the slice that passes it ends the
@@ -36,12 +36,6 @@ type SearchRange struct {
 	To       int64     `json:"to_id"`
 	FromTime time.Time `json:"from_enqueued_at"`
 	Whole    bool      `json:"whole_window"` // the range is the whole window
-}
-
-// Within returns s bound to the ids of r, for a count of what a page read.
-func (s Search) Within(r SearchRange) Search {
-	s.lo, s.hi = r.From, r.To
-	return s
 }
 
 // browseSearch is Browse of a search (see above).

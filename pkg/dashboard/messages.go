@@ -345,18 +345,13 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		return nil
 	}
 	if res.Searched != nil {
-		// A search counts in what its page read (see admin.SearchBudget):
-		// at least that many match, more when it read only part of its
-		// window.
-		p.Search = p.Search.Within(*res.Searched)
-		if !res.Older && !res.Newer {
-			page.Total = int64(len(res.Rows))
-			return nil
-		}
-		var err error
-		page.Total, page.TotalMore, err = db.CountSelection(ctx, p.Selection(), maxTotal)
-		page.TotalMore = page.TotalMore || !res.Searched.Whole
-		return err
+		// A search is not counted beyond its page: a count would read
+		// the part of the window the page read once more (see
+		// admin.SearchBudget). At least the page's rows match, more
+		// when it is full or the window goes on beyond what it read.
+		page.Total = int64(len(res.Rows))
+		page.TotalMore = res.Older || !res.Searched.Whole
+		return nil
 	}
 	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" && p.Parent == 0 && p.Search.Since == 0 && len(p.Search.Headers) == 0 && p.Search.Payload == "" {
 		c, err := d.pageCounts(ctx, db)
