@@ -14,6 +14,11 @@ import (
 // autovacuum analyzes a table.
 const analyzeGap = time.Minute
 
+// analyzeEvery is the least time between two analyze checks: the check
+// reads the statistics of every table of the schema, which the vacuum
+// check's interval would repeat needlessly often.
+const analyzeEvery = 10 * time.Second
+
 // analyzer is the janitor's analyze check, run by the vacuum service
 // after its vacuum check. The planner's statistics of pepsi's tables
 // (ANALYZE) are what keep the dashboard's and the command line's queries
@@ -28,6 +33,8 @@ type analyzer struct {
 	store vacuumStore
 	log   *slog.Logger
 	gap   time.Duration // analyzeGap
+	every time.Duration // analyzeEvery
+	next  time.Time     // the next check, not before
 
 	// seen is, for each partitioned table, its partitions' changes
 	// (Staleness.Changed) when its last ANALYZE was first seen.
@@ -42,13 +49,17 @@ type partitioned struct {
 }
 
 func newAnalyzer(store vacuumStore, log *slog.Logger) *analyzer {
-	return &analyzer{store: store, log: log, gap: analyzeGap, seen: map[string]partitioned{}, last: map[string]time.Time{}}
+	return &analyzer{store: store, log: log, gap: analyzeGap, every: analyzeEvery, seen: map[string]partitioned{}, last: map[string]time.Time{}}
 }
 
 // check analyzes the tables whose statistics are stale, one at a time,
-// reading the statistics again after each ANALYZE (one of a partitioned
-// table analyzes its partitions too).
+// at most every a.every, reading the statistics again after each ANALYZE
+// (one of a partitioned table analyzes its partitions too).
 func (a *analyzer) check(ctx context.Context) error {
+	if time.Now().Before(a.next) {
+		return nil
+	}
+	a.next = time.Now().Add(a.every)
 	done := map[string]bool{}
 	for {
 		tables, err := a.store.Stalenesses(ctx)

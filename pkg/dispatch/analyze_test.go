@@ -53,7 +53,7 @@ func TestAnalyzeCheck(t *testing.T) {
 	})
 
 	a := newAnalyzer(db.DB, slog.New(slog.DiscardHandler))
-	a.gap = 0
+	a.gap, a.every = 0, 0
 	if err := a.check(ctx); err != nil {
 		t.Fatal(err)
 	}
