@@ -139,7 +139,7 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 	if err := db.resolve(ctx, &p.Search); err != nil {
 		return BrowsePage{}, err
 	}
-	if p.Search.searches() {
+	if p.Search.searches() || p.Unindexed() {
 		return db.browseSearch(ctx, p, limit)
 	}
 	newer := p.Before == 0 && p.After > 0
@@ -219,6 +219,15 @@ func browseRows(ctx context.Context, q querier, p BrowseParams, n int, newer boo
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanRow)
+}
+
+// Unindexed says p filters by what no index of the done messages holds,
+// their stage alone: a list of a stage's done messages (or of all its
+// messages) reads the done rows in id order, and one of a stage that few
+// match reads them all. It reads in slices, as a search does (see
+// browseSearch).
+func (p *BrowseParams) Unindexed() bool {
+	return p.Stage != "" && (p.Status == "" || p.Status == queue.Done) && p.Parent == 0 && p.Text == "" && p.Reason == ""
 }
 
 // Selection is p's filters, as a selection (without its paging).

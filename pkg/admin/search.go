@@ -63,6 +63,9 @@ type Search struct {
 // searches reports whether s reads the messages' headers or payloads.
 func (s *Search) searches() bool { return len(s.Headers) > 0 || s.Payload != "" }
 
+// Searches reports whether s reads the messages' headers or payloads.
+func (s Search) Searches() bool { return s.searches() }
+
 // since is s's time bound, 0 for none.
 func (s *Search) since() time.Duration {
 	if s.Since == 0 && s.searches() {

@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A page of a search reads its window in slices of ids, newest first (in
+// A page of a search (or of a list Unindexed) reads its window (a
+// search's; all ids for a list) in slices of ids, newest first (in
 // the newer direction, oldest first), each twice the last, until it has
 // its page of rows, reaches the window's end, or has spent SearchBudget:
 // a header's value and a payload's text have no index (one would cost
@@ -38,7 +39,7 @@ type SearchRange struct {
 	Whole    bool      `json:"whole_window"` // the range is the whole window
 }
 
-// browseSearch is Browse of a search (see above).
+// browseSearch is Browse of a search, or of a list Unindexed (see above).
 func (db *DB) browseSearch(ctx context.Context, p BrowseParams, limit int) (BrowsePage, error) {
 	newer := p.Before == 0 && p.After > 0
 	var page BrowsePage
@@ -108,7 +109,9 @@ func (db *DB) browseSearch(ctx context.Context, p BrowseParams, limit int) (Brow
 			return err
 		}
 		r.Whole = r.From <= max(p.Search.from, 1) && r.To >= top
-		page.Searched = &r
+		if p.Search.searches() || page.Cut {
+			page.Searched = &r // a list that read it all says nothing more
+		}
 		return nil
 	})
 	if err != nil {

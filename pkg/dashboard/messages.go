@@ -344,7 +344,7 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		page.Total = int64(len(res.Rows))
 		return nil
 	}
-	if res.Searched != nil {
+	if res.Searched != nil && p.Search.Searches() {
 		// A search is not counted beyond its page: a count would read
 		// the part of the window the page read once more (see
 		// admin.SearchBudget). At least the page's rows match, more
@@ -358,7 +358,9 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		if err != nil {
 			return err
 		}
-		if n := c.n(p.Stage, p.Status); n > maxTotal {
+		// A list of a stage's done messages is not counted either: no
+		// index holds their stage, and a count would read them all.
+		if n := c.n(p.Stage, p.Status); n > maxTotal || p.Unindexed() {
 			page.Total = n
 			at := c.now // the server's clock at the count; done's may be older
 			if (p.Status == "" || p.Status == queue.Done) && c.doneAt.Before(c.at) {

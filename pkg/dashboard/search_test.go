@@ -249,3 +249,46 @@ func TestSearchCut(t *testing.T) {
 		}
 	}
 }
+
+// TestListCut: a list of a stage's done messages, which no index holds,
+// reads in slices as a search does: a page cut short says how far back it
+// read, and its older link goes on from there.
+func TestListCut(t *testing.T) {
+	// Not parallel: it sets admin.SearchSlice and admin.SearchBudget.
+	s := newSite(t, siteOptions{stages: []string{"a", "b"}})
+	ids := s.enqueue("a", 30, []byte("x"))
+	s.exec(`UPDATE pepsi.state SET status = 'done', stage = CASE WHEN id = ANY($1) THEN 'b' ELSE 'a' END`, []int64{ids[4], ids[24]})
+	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
+	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
+	var l struct {
+		Rows []struct {
+			ID int64 `json:"id"`
+		} `json:"rows"`
+		Older string `json:"older_url"`
+		Cut   *struct {
+			From time.Time `json:"from"`
+		} `json:"search_cut"`
+	}
+	path := "/messages?status=done&stage=b"
+	var got []int64
+	for range 4 {
+		l.Rows, l.Older, l.Cut = nil, "", nil
+		s.getJSON(path+"&format=json", req{}, &l)
+		for _, r := range l.Rows {
+			got = append(got, r.ID)
+		}
+		if (l.Older == "") != (l.Cut == nil) {
+			t.Errorf("%s: older %q, cut %v", path, l.Older, l.Cut)
+		}
+		if l.Older == "" {
+			break
+		}
+		path = l.Older
+	}
+	if want := []int64{ids[24], ids[4]}; !slices.Equal(got, want) {
+		t.Errorf("read %v over the pages, want %v", got, want)
+	}
+	if body := s.get("/messages?status=done&stage=b", http.StatusOK, req{}); !strings.Contains(body, ">Read older messages</a>") {
+		t.Errorf("a page cut short lacks its link on:\n%s", body)
+	}
+}
