@@ -13,6 +13,20 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
+// listJSON is the messages list as JSON, as the search tests read it.
+type listJSON struct {
+	Rows []struct {
+		ID int64 `json:"id"`
+	} `json:"rows"`
+	Total  int64  `json:"total"`
+	More   bool   `json:"total_more"`
+	Older  string `json:"older_url"`
+	Window string `json:"search_window"`
+	Cut    *struct {
+		From time.Time `json:"from"`
+	} `json:"search_cut"`
+}
+
 // TestSearch: the list's search (header KEY=VALUE, every one; text in a
 // text payload; enqueued within since, a day by default) lists and counts
 // what it matches, pages through it and keeps it in its links; a bad
@@ -41,15 +55,6 @@ func TestSearch(t *testing.T) {
 	s.exec(`UPDATE pepsi.message SET created_at = now() - interval '3 days' WHERE id = $1`, old)
 	s.fail(slices.Concat([]int64{old, other, binary}, acme), "boom")
 
-	type listJSON struct {
-		Rows []struct {
-			ID int64 `json:"id"`
-		} `json:"rows"`
-		Total  int64  `json:"total"`
-		More   bool   `json:"total_more"`
-		Older  string `json:"older_url"`
-		Window string `json:"search_window"`
-	}
 	list := func(path string) (ids []int64, l listJSON) {
 		t.Helper()
 		s.getJSON(path, alice, &l)
@@ -204,17 +209,6 @@ func TestSearchCut(t *testing.T) {
 	}
 	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
 	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
-	type listJSON struct {
-		Rows []struct {
-			ID int64 `json:"id"`
-		} `json:"rows"`
-		Total int64  `json:"total"`
-		More  bool   `json:"total_more"`
-		Older string `json:"older_url"`
-		Cut   *struct {
-			From time.Time `json:"from"`
-		} `json:"search_cut"`
-	}
 	path := "/messages?header=tenant%3Dacme"
 	var pages [][]int64
 	for range 4 {
@@ -260,15 +254,7 @@ func TestListCut(t *testing.T) {
 	s.exec(`UPDATE pepsi.state SET status = 'done', stage = CASE WHEN id = ANY($1) THEN 'b' ELSE 'a' END`, []int64{ids[4], ids[24]})
 	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
 	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
-	var l struct {
-		Rows []struct {
-			ID int64 `json:"id"`
-		} `json:"rows"`
-		Older string `json:"older_url"`
-		Cut   *struct {
-			From time.Time `json:"from"`
-		} `json:"search_cut"`
-	}
+	var l listJSON
 	path := "/messages?status=done&stage=b"
 	var got []int64
 	for range 4 {
