@@ -252,8 +252,8 @@ func TestListCut(t *testing.T) {
 	s := newSite(t, siteOptions{stages: []string{"a", "b"}})
 	ids := s.enqueue("a", 30, []byte("x"))
 	s.exec(`UPDATE pepsi.state SET status = 'done', stage = CASE WHEN id = ANY($1) THEN 'b' ELSE 'a' END`, []int64{ids[4], ids[24]})
-	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
-	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
+	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.ListBudget = n, d }(admin.SearchSlice, admin.ListBudget)
+	admin.SearchSlice, admin.ListBudget = 10, 0 // one slice of 10 ids a page
 	var l listJSON
 	path := "/messages?status=done&stage=b"
 	var got []int64
