@@ -139,7 +139,7 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 	if err := db.resolve(ctx, &p.Search); err != nil {
 		return BrowsePage{}, err
 	}
-	if p.Search.searches() || p.Unindexed() {
+	if p.Search.searches() || p.Text != "" || p.Unindexed() {
 		return db.browseSearch(ctx, p, limit)
 	}
 	newer := p.Before == 0 && p.After > 0

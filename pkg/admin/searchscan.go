@@ -9,8 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A page of a search (or of a list Unindexed) reads its window (a
-// search's; all ids for a list) in slices of ids, newest first (in
+// A page of a search, of a search of the errors' text, or of a list
+// Unindexed reads its window (a search's; all ids for the others) in
+// slices of ids, newest first (in
 // the newer direction, oldest first), each twice the last, until it has
 // its page of rows, reaches the window's end, or has spent SearchBudget:
 // a header's value and a payload's text have no index (one would cost
@@ -43,7 +44,8 @@ type SearchRange struct {
 	Whole    bool      `json:"whole_window"` // the range is the whole window
 }
 
-// browseSearch is Browse of a search, or of a list Unindexed (see above).
+// browseSearch is Browse of a search, of the errors' text, or of a list
+// Unindexed (see above).
 func (db *DB) browseSearch(ctx context.Context, p BrowseParams, limit int) (BrowsePage, error) {
 	newer := p.Before == 0 && p.After > 0
 	var page BrowsePage
@@ -60,7 +62,7 @@ func (db *DB) browseSearch(ctx context.Context, p BrowseParams, limit int) (Brow
 			hi = min(hi, p.Before)
 		}
 		budget := SearchBudget
-		if !p.Search.searches() {
+		if !p.Search.searches() && p.Text == "" {
 			budget = ListBudget
 		}
 		start, slice := time.Now(), SearchSlice

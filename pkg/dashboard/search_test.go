@@ -245,36 +245,42 @@ func TestSearchCut(t *testing.T) {
 }
 
 // TestListCut: a list of a stage's done messages, which no index holds,
-// reads in slices as a search does: a page cut short says how far back it
-// read, and its older link goes on from there.
+// and a search of the errors' text read in slices as a search does: a
+// page cut short says how far back it read, and its older link goes on
+// from there.
 func TestListCut(t *testing.T) {
-	// Not parallel: it sets admin.SearchSlice and admin.SearchBudget.
+	// Not parallel: it sets admin.SearchSlice and the budgets.
 	s := newSite(t, siteOptions{stages: []string{"a", "b"}})
 	ids := s.enqueue("a", 30, []byte("x"))
-	s.exec(`UPDATE pepsi.state SET status = 'done', stage = CASE WHEN id = ANY($1) THEN 'b' ELSE 'a' END`, []int64{ids[4], ids[24]})
-	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.ListBudget = n, d }(admin.SearchSlice, admin.ListBudget)
-	admin.SearchSlice, admin.ListBudget = 10, 0 // one slice of 10 ids a page
-	var l listJSON
-	path := "/messages?status=done&stage=b"
-	var got []int64
-	for range 4 {
-		l.Rows, l.Older, l.Cut = nil, "", nil
-		s.getJSON(path+"&format=json", req{}, &l)
-		for _, r := range l.Rows {
-			got = append(got, r.ID)
+	s.exec(`UPDATE pepsi.state SET status = 'done', stage = CASE WHEN id = ANY($1) THEN 'b' ELSE 'a' END,
+	               error = CASE WHEN id = ANY($1) THEN 'a needle' ELSE 'hay' END`, []int64{ids[4], ids[24]})
+	defer func(n int64, d, e time.Duration) {
+		admin.SearchSlice, admin.ListBudget, admin.SearchBudget = n, d, e
+	}(admin.SearchSlice, admin.ListBudget, admin.SearchBudget)
+	admin.SearchSlice, admin.ListBudget, admin.SearchBudget = 10, 0, 0 // one slice of 10 ids a page
+	for _, first := range []string{"/messages?status=done&stage=b", "/messages?q=needle"} {
+		var l listJSON
+		path := first
+		var got []int64
+		for range 4 {
+			l.Rows, l.Older, l.Cut = nil, "", nil
+			s.getJSON(path+"&format=json", req{}, &l)
+			for _, r := range l.Rows {
+				got = append(got, r.ID)
+			}
+			if (l.Older == "") != (l.Cut == nil) {
+				t.Errorf("%s: older %q, cut %v", path, l.Older, l.Cut)
+			}
+			if l.Older == "" {
+				break
+			}
+			path = l.Older
 		}
-		if (l.Older == "") != (l.Cut == nil) {
-			t.Errorf("%s: older %q, cut %v", path, l.Older, l.Cut)
+		if want := []int64{ids[24], ids[4]}; !slices.Equal(got, want) {
+			t.Errorf("%s: read %v over the pages, want %v", first, got, want)
 		}
-		if l.Older == "" {
-			break
+		if body := s.get(first, http.StatusOK, req{}); !strings.Contains(body, ">Read older messages</a>") || !strings.Contains(body, "1</strong> or more message") {
+			t.Errorf("%s: a page cut short lacks its link or its count:\n%s", first, body)
 		}
-		path = l.Older
-	}
-	if want := []int64{ids[24], ids[4]}; !slices.Equal(got, want) {
-		t.Errorf("read %v over the pages, want %v", got, want)
-	}
-	if body := s.get("/messages?status=done&stage=b", http.StatusOK, req{}); !strings.Contains(body, ">Read older messages</a>") {
-		t.Errorf("a page cut short lacks its link on:\n%s", body)
 	}
 }
