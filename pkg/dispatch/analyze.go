@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -35,6 +36,7 @@ type analyzer struct {
 	gap   time.Duration // analyzeGap
 	every time.Duration // analyzeEvery
 	next  time.Time     // the next check, not before
+	ddl   *sync.Mutex   // held for each ANALYZE (see retention.ddl); nil: none
 
 	// seen is, for each partitioned table, its partitions' changes
 	// (Staleness.Changed) when its last ANALYZE was first seen.
@@ -49,7 +51,11 @@ type partitioned struct {
 }
 
 func newAnalyzer(store vacuumStore, log *slog.Logger) *analyzer {
-	return &analyzer{store: store, log: log, gap: analyzeGap, every: analyzeEvery, seen: map[string]partitioned{}, last: map[string]time.Time{}}
+	// The first check comes a.every after the start, not in the burst of
+	// the dispatcher's own start (its statements planned, its ranges
+	// created), whose plans an ANALYZE would have replanned at once.
+	return &analyzer{store: store, log: log, gap: analyzeGap, every: analyzeEvery, next: time.Now().Add(analyzeEvery),
+		seen: map[string]partitioned{}, last: map[string]time.Time{}}
 }
 
 // check analyzes the tables whose statistics are stale, one at a time,
@@ -77,13 +83,22 @@ func (a *analyzer) check(ctx context.Context) error {
 			return nil
 		}
 		start := time.Now()
-		if err := a.store.Analyze(ctx, next.Table); err != nil {
+		if err := a.analyze(ctx, next.Table); err != nil {
 			return err
 		}
 		done[next.Table] = true
 		a.last[next.Table] = start
 		a.log.Debug("analyzed "+next.Table, "changed", next.Changed, "threshold", math.Round(next.Threshold), "took", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// analyze runs ANALYZE on table, holding a.ddl.
+func (a *analyzer) analyze(ctx context.Context, table string) error {
+	if a.ddl != nil {
+		a.ddl.Lock()
+		defer a.ddl.Unlock()
+	}
+	return a.store.Analyze(ctx, table)
 }
 
 // stale says whether t is to be analyzed now, noting a partitioned

@@ -53,7 +53,7 @@ func TestAnalyzeCheck(t *testing.T) {
 	})
 
 	a := newAnalyzer(db.DB, slog.New(slog.DiscardHandler))
-	a.gap, a.every = 0, 0
+	a.gap, a.every, a.next = 0, 0, time.Time{}
 	if err := a.check(ctx); err != nil {
 		t.Fatal(err)
 	}
