@@ -106,8 +106,17 @@ type BrowseParams struct {
 // BrowsePage is one page of Browse, newest first.
 type BrowsePage struct {
 	Rows  []Row `json:"rows"`
-	Older bool  `json:"older"` // more rows match below the last id
-	Newer bool  `json:"newer"` // more rows match above the first id
+	Older bool  `json:"older"` // more rows may match below OlderBefore
+	Newer bool  `json:"newer"` // more rows may match above NewerAfter
+	// OlderBefore and NewerAfter are where the older and the newer page
+	// start: the last and the first row's ids, or, for a search that
+	// stopped short of its window's end, the bound of what it read.
+	OlderBefore int64 `json:"older_before,omitempty"`
+	NewerAfter  int64 `json:"newer_after,omitempty"`
+	// Searched is, for a search, the part of its window the page read;
+	// Cut says the window goes on beyond it, unread (see SearchBudget).
+	Searched *SearchRange `json:"searched,omitempty"`
+	Cut      bool         `json:"search_cut,omitempty"`
 }
 
 // Browse returns a page of the messages that match p, newest (highest id)
@@ -130,41 +139,14 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 	if err := db.resolve(ctx, &p.Search); err != nil {
 		return BrowsePage{}, err
 	}
-	var st statement
-	arg := st.arg
-	where, err := p.selection().conds(arg)
-	if err != nil {
-		return BrowsePage{}, err
+	if p.Search.searches() || p.Text != "" || p.Unindexed() {
+		return db.browseSearch(ctx, p, limit)
 	}
 	newer := p.Before == 0 && p.After > 0
-	order := "DESC"
-	switch {
-	case p.Before > 0:
-		where = append(where, "id < "+arg(p.Before))
-	case newer:
-		where = append(where, "id > "+arg(p.After))
-		order = "ASC"
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = "WHERE " + strings.Join(where, " AND ")
-	}
-	sql := `SELECT ` + rowColumns(MaxErrorList) + `
-	          FROM (SELECT * FROM pepsi.state ` + cond + ` ORDER BY id ` + order + ` LIMIT ` + strconv.Itoa(limit+1) + `) s
-	          JOIN pepsi.message m USING (id)
-	         ORDER BY s.id ` + order
-	// Planned for the values given (QueryExecModeExec: an unnamed
-	// statement), never by a cached generic plan: a filter that matches
-	// few rows wants a scan of them, one that matches many the id order,
-	// and a generic plan, which cannot tell, takes the id order for both
-	// (0.5 s for a stage with no done message among 850 000).
 	var got []Row
-	err = db.read(ctx, &p.Search, func(q querier) error {
-		rows, err := q.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, st.args...)...)
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rows, scanRow)
+	err := db.read(ctx, &p.Search, func(q querier) error {
+		var err error
+		got, err = browseRows(ctx, q, p, limit+1, newer)
 		return err
 	})
 	if err != nil {
@@ -181,14 +163,75 @@ func (db *DB) Browse(ctx context.Context, p BrowseParams) (BrowsePage, error) {
 	} else {
 		page.Older, page.Newer = more, p.Before > 0
 	}
-	if page.Rows == nil {
-		page.Rows = []Row{}
-	}
+	page.edges()
 	return page, nil
 }
 
-// selection is p's filters.
-func (p *BrowseParams) selection() Selection {
+// edges sets where the older and newer pages start from the page's rows
+// (when a search has not set them), and makes Rows an empty list rather
+// than none.
+func (page *BrowsePage) edges() {
+	if page.Rows == nil {
+		page.Rows = []Row{}
+	}
+	if n := len(page.Rows); n > 0 {
+		if page.Older && page.OlderBefore == 0 {
+			page.OlderBefore = page.Rows[n-1].ID
+		}
+		if page.Newer && page.NewerAfter == 0 {
+			page.NewerAfter = page.Rows[0].ID
+		}
+	}
+}
+
+// browseRows reads up to n rows of p's filters, newest first (oldest
+// first when newer), below p.Before or, when newer, above p.After.
+func browseRows(ctx context.Context, q querier, p BrowseParams, n int, newer bool) ([]Row, error) {
+	var st statement
+	arg := st.arg
+	where, err := p.Selection().conds(arg)
+	if err != nil {
+		return nil, err
+	}
+	order := "DESC"
+	switch {
+	case p.Before > 0:
+		where = append(where, "id < "+arg(p.Before))
+	case newer:
+		where = append(where, "id > "+arg(p.After))
+		order = "ASC"
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = "WHERE " + strings.Join(where, " AND ")
+	}
+	sql := `SELECT ` + rowColumns(MaxErrorList) + `
+	          FROM (SELECT * FROM pepsi.state ` + cond + ` ORDER BY id ` + order + ` LIMIT ` + strconv.Itoa(n) + `) s
+	          JOIN pepsi.message m USING (id)
+	         ORDER BY s.id ` + order
+	// Planned for the values given (QueryExecModeExec: an unnamed
+	// statement), never by a cached generic plan: a filter that matches
+	// few rows wants a scan of them, one that matches many the id order,
+	// and a generic plan, which cannot tell, takes the id order for both
+	// (0.5 s for a stage with no done message among 850 000).
+	rows, err := q.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, st.args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRow)
+}
+
+// Unindexed says p filters by what no index of the done messages holds,
+// their stage alone: a list of a stage's done messages (or of all its
+// messages) reads the done rows in id order, and one of a stage that few
+// match reads them all. It reads in slices, as a search does (see
+// browseSearch).
+func (p *BrowseParams) Unindexed() bool {
+	return p.Stage != "" && (p.Status == "" || p.Status == queue.Done) && p.Parent == 0 && p.Text == "" && p.Reason == ""
+}
+
+// Selection is p's filters, as a selection (without its paging).
+func (p *BrowseParams) Selection() Selection {
 	return Selection{Stage: p.Stage, Status: p.Status, OlderThan: p.OlderThan, NewerThan: p.NewerThan,
 		Text: p.Text, Reason: p.Reason, Parent: p.Parent, Search: p.Search}
 }

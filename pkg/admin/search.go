@@ -56,11 +56,15 @@ type Search struct {
 	// DefaultSince when there are Headers or a Payload, else no bound.
 	Since time.Duration
 
-	from int64 // the window's first id, once resolved (see resolve)
+	from   int64 // the window's first id, once resolved (see resolve)
+	lo, hi int64 // the slice of the window read, [lo, hi), when not 0 (see browseSearch)
 }
 
 // searches reports whether s reads the messages' headers or payloads.
 func (s *Search) searches() bool { return len(s.Headers) > 0 || s.Payload != "" }
+
+// Searches reports whether s reads the messages' headers or payloads.
+func (s Search) Searches() bool { return s.searches() }
 
 // since is s's time bound, 0 for none.
 func (s *Search) since() time.Duration {
@@ -144,17 +148,22 @@ func (s *Search) messageConds(arg func(any) string) []string {
 // conds returns the conditions of s on pepsi.state (named state): its
 // window, and the message row's conditions as a semi-join on message_pkey.
 func (s *Search) conds(arg func(any) string) []string {
-	var where []string
-	from := ""
+	var where, bounds []string
 	if s.from > 0 {
-		from = arg(s.from)
-		where = append(where, "id >= "+from)
+		bounds = append(bounds, "id >= "+arg(s.from))
 	}
+	if s.lo > 0 {
+		bounds = append(bounds, "id >= "+arg(s.lo))
+	}
+	if s.hi > 0 {
+		bounds = append(bounds, "id < "+arg(s.hi))
+	}
+	where = append(where, bounds...)
 	if mc := s.messageConds(arg); len(mc) > 0 {
-		if from != "" {
-			// Repeated on m: the planner does not carry a range across
-			// the join, and message's ranges are pruned by it.
-			mc = append([]string{"m.id >= " + from}, mc...)
+		// The bounds repeated on m: the planner does not carry a range
+		// across the join, and message's ranges are pruned by it.
+		for i := len(bounds) - 1; i >= 0; i-- {
+			mc = append([]string{"m." + bounds[i]}, mc...)
 		}
 		where = append(where, "EXISTS (SELECT FROM pepsi.message m WHERE m.id = state.id AND "+strings.Join(mc, " AND ")+")")
 	}

@@ -73,7 +73,8 @@ type Dashboard struct {
 	standbys standbys
 	results  results
 	confirms confirmations
-	sampling atomic.Bool // Run runs
+	sampling atomic.Bool  // Run runs
+	viewed   atomic.Int64 // when a page was last asked for (Unix ns)
 	// historyFailing: the charts' history could not be read or written
 	// (logged once until it can).
 	historyFailing bool
@@ -152,12 +153,27 @@ func (d *Dashboard) sample(ctx context.Context) error {
 	if ctx.Err() == nil {
 		d.historyFailed(errHistory)
 	}
-	errCounts := d.counts.refresh(ctx, db)
+	var errCounts error
+	if d.watched(time.Now()) {
+		errCounts = d.counts.refresh(ctx, db)
+	}
 	owners, errSessions := db.DispatcherSessions(ctx, d.sessionStages(d.counts.latest()))
 	if errSessions == nil {
 		d.standbys.note(owners, time.Now())
 	}
 	return errors.Join(errStats, errCounts, errSessions)
+}
+
+// viewerGone is how long after the last page asked for the sampler goes on
+// counting the queue: as long as the backlog's trend looks back.
+const viewerGone = trendSpan
+
+// watched says whether someone asked for a page within viewerGone of now.
+// The sampler counts the queue only then: a count reads every row of the
+// statuses counted, which an httpd nobody looks at would pay for every
+// SampleEvery; the first page after counts itself.
+func (d *Dashboard) watched(now time.Time) bool {
+	return now.Sub(time.Unix(0, d.viewed.Load())) < viewerGone
 }
 
 // historyFailed logs the first of a run of failures to read or write the
@@ -256,6 +272,7 @@ func (d *Dashboard) Handler() http.Handler {
 // time limit; when the database cannot be reached it answers 503 itself.
 func (d *Dashboard) withDB(h func(http.ResponseWriter, *http.Request, *admin.DB)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		d.viewed.Store(time.Now().UnixNano())
 		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 		defer cancel()
 		db, err := d.opts.DB(ctx)

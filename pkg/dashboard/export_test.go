@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -33,4 +34,27 @@ func (d *Dashboard) ConfirmBytes() int {
 	d.confirms.mu.Lock()
 	defer d.confirms.mu.Unlock()
 	return d.confirms.bytes
+}
+
+// Sampled is how many samples of the statistics the dashboard keeps, and
+// when it last counted the queue (zero: never).
+func (d *Dashboard) Sampled() (int, time.Time) {
+	d.samples.mu.Lock()
+	n := len(d.samples.samples)
+	d.samples.mu.Unlock()
+	return n, d.counts.latest().at
+}
+
+// Unwatch makes the dashboard one nobody has looked at.
+func (d *Dashboard) Unwatch() { d.viewed.Store(0) }
+
+// SampleNow takes one sample as the sampler does; with done, as the one
+// every doneMaxAge that counts the done messages too.
+func (d *Dashboard) SampleNow(ctx context.Context, done bool) error {
+	if done {
+		d.counts.mu.Lock()
+		d.counts.cur.doneAt = time.Time{}
+		d.counts.mu.Unlock()
+	}
+	return d.sample(ctx)
 }

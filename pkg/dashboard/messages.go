@@ -226,8 +226,16 @@ type messagesPage struct {
 	Retry       bool     `json:"-"`
 	// Window is how far back a search reads: its since, or the default.
 	Window string `json:"search_window,omitempty"`
+	// Cut is, for a search that read only part of its window, how far
+	// back it read (see admin.SearchBudget); Total counts in that part.
+	Cut *searchCut `json:"search_cut,omitempty"`
 	// DefaultSince is the default of since, for the form.
 	DefaultSince string `json:"-"`
+}
+
+// searchCut is how far back a page of a search read its window.
+type searchCut struct {
+	From time.Time `json:"from"` // when the oldest message it read was enqueued
 }
 
 // button is an action the action bar offers.
@@ -292,13 +300,14 @@ func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request, db *admin.D
 	for _, row := range res.Rows {
 		page.Rows = append(page.Rows, listRow{Row: row, URL: "/messages/" + strconv.FormatInt(row.ID, 10), Wait: waitOf(row)})
 	}
-	if n := len(res.Rows); n > 0 {
-		if res.Older {
-			page.Older = f.at("before", res.Rows[n-1].ID)
-		}
-		if res.Newer {
-			page.Newer = f.at("after", res.Rows[0].ID)
-		}
+	if res.Older && res.OlderBefore > 0 {
+		page.Older = f.at("before", res.OlderBefore)
+	}
+	if res.Newer && res.NewerAfter > 0 {
+		page.Newer = f.at("after", res.NewerAfter)
+	}
+	if res.Cut && res.Searched != nil {
+		page.Cut = &searchCut{From: res.Searched.FromTime}
 	}
 	st := f.params.Status
 	for _, a := range barActions {
@@ -330,17 +339,34 @@ func (d *Dashboard) searchFailed(w http.ResponseWriter, r *http.Request, page me
 // the queue's last count when it has more than maxTotal; else a count up
 // to maxTotal.
 func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage, res admin.BrowsePage) error {
-	if !res.Older && !res.Newer {
+	p := page.Filter.params
+	if res.Cut {
+		// A page cut short (see admin.SearchBudget) counts its own rows:
+		// a count would read all it did not.
+		page.Total, page.TotalMore = int64(len(res.Rows)), true
+		return nil
+	}
+	if !res.Older && !res.Newer && res.Searched == nil {
 		page.Total = int64(len(res.Rows))
 		return nil
 	}
-	p := page.Filter.params
+	if res.Searched != nil && p.Search.Searches() {
+		// A search is not counted beyond its page: a count would read
+		// the part of the window the page read once more (see
+		// admin.SearchBudget). At least the page's rows match, more
+		// when it is full or the window goes on beyond what it read.
+		page.Total = int64(len(res.Rows))
+		page.TotalMore = res.Older || !res.Searched.Whole
+		return nil
+	}
 	if p.OlderThan == 0 && p.NewerThan == 0 && p.Text == "" && p.Reason == "" && p.Parent == 0 && p.Search.Since == 0 && len(p.Search.Headers) == 0 && p.Search.Payload == "" {
 		c, err := d.pageCounts(ctx, db)
 		if err != nil {
 			return err
 		}
-		if n := c.n(p.Stage, p.Status); n > maxTotal {
+		// A list of a stage's done messages is not counted either: no
+		// index holds their stage, and a count would read them all.
+		if n := c.n(p.Stage, p.Status); n > maxTotal || p.Unindexed() {
 			page.Total = n
 			at := c.now // the server's clock at the count; done's may be older
 			if (p.Status == "" || p.Status == queue.Done) && c.doneAt.Before(c.at) {
@@ -351,7 +377,6 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		}
 	}
 	var err error
-	page.Total, page.TotalMore, err = db.CountSelection(ctx, admin.Selection{Stage: p.Stage, Status: p.Status,
-		OlderThan: p.OlderThan, NewerThan: p.NewerThan, Text: p.Text, Reason: p.Reason, Parent: p.Parent, Search: p.Search}, maxTotal)
+	page.Total, page.TotalMore, err = db.CountSelection(ctx, p.Selection(), maxTotal)
 	return err
 }

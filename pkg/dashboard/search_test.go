@@ -13,6 +13,20 @@ import (
 	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
+// listJSON is the messages list as JSON, as the search tests read it.
+type listJSON struct {
+	Rows []struct {
+		ID int64 `json:"id"`
+	} `json:"rows"`
+	Total  int64  `json:"total"`
+	More   bool   `json:"total_more"`
+	Older  string `json:"older_url"`
+	Window string `json:"search_window"`
+	Cut    *struct {
+		From time.Time `json:"from"`
+	} `json:"search_cut"`
+}
+
 // TestSearch: the list's search (header KEY=VALUE, every one; text in a
 // text payload; enqueued within since, a day by default) lists and counts
 // what it matches, pages through it and keeps it in its links; a bad
@@ -41,14 +55,6 @@ func TestSearch(t *testing.T) {
 	s.exec(`UPDATE pepsi.message SET created_at = now() - interval '3 days' WHERE id = $1`, old)
 	s.fail(slices.Concat([]int64{old, other, binary}, acme), "boom")
 
-	type listJSON struct {
-		Rows []struct {
-			ID int64 `json:"id"`
-		} `json:"rows"`
-		Total  int64  `json:"total"`
-		Older  string `json:"older_url"`
-		Window string `json:"search_window"`
-	}
 	list := func(path string) (ids []int64, l listJSON) {
 		t.Helper()
 		s.getJSON(path, alice, &l)
@@ -78,9 +84,10 @@ func TestSearch(t *testing.T) {
 		}
 	}
 	// Pages of a search, its filters kept in the links.
+	// A search counts its page: "2 or more".
 	got, l := list("/messages?header=tenant%3Dacme&header=tags%3Dx%2Cy&limit=2")
-	if !slices.Equal(got, []int64{acme[2], acme[1]}) || l.Total != 3 || !strings.Contains(l.Older, "header=tenant%3Dacme&header=tags%3Dx%2Cy") {
-		t.Fatalf("first page: %v, total %d, older %q", got, l.Total, l.Older)
+	if !slices.Equal(got, []int64{acme[2], acme[1]}) || l.Total != 2 || !l.More || !strings.Contains(l.Older, "header=tenant%3Dacme&header=tags%3Dx%2Cy") {
+		t.Fatalf("first page: %v, total %d (more %v), older %q", got, l.Total, l.More, l.Older)
 	}
 	if got, _ := list(l.Older); !slices.Equal(got, []int64{acme[0]}) {
 		t.Errorf("second page: %v", got)
@@ -178,5 +185,102 @@ func TestSearchTimeout(t *testing.T) {
 	}
 	if r := s.do("POST", "/retry", url.Values{"scope": {"filter"}, "status": {"failed"}, "payload": {"x"}}, alice); r.code != http.StatusBadRequest || !strings.Contains(r.text, says) {
 		t.Errorf("a retry: %d\n%s", r.code, r.body)
+	}
+}
+
+// TestSearchCut: a page of a search that runs out of its time budget
+// shows what it found in the part of its window it read, says how far
+// back it read and counts "or more"; its older link goes on from there,
+// and the page that reaches the window's start says nothing more.
+func TestSearchCut(t *testing.T) {
+	// Not parallel: it sets admin.SearchSlice and admin.SearchBudget.
+	s := newSite(t, siteOptions{stages: []string{"a"}})
+	var ids []int64
+	for i := range 30 {
+		tenant := "other"
+		if i == 4 || i == 24 {
+			tenant = "acme"
+		}
+		got, err := s.db.EnqueueBulk(ctx(t), oneMessage("a", map[string]string{"tenant": tenant}, []byte("x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got[0])
+	}
+	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
+	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
+	path := "/messages?header=tenant%3Dacme"
+	var pages [][]int64
+	for range 4 {
+		var l listJSON
+		s.getJSON(path+"&format=json", req{}, &l)
+		var got []int64
+		for _, r := range l.Rows {
+			got = append(got, r.ID)
+		}
+		pages = append(pages, got)
+		// A page counts what it read: "or more" while the window goes on
+		// beyond it, either way.
+		last := l.Older == ""
+		if last != (l.Cut == nil) || l.More != (l.Cut != nil || len(pages) > 1) || l.Total != int64(len(got)) {
+			t.Errorf("%s: older %q, cut %v, total %d (more %v) for %v", path, l.Older, l.Cut, l.Total, l.More, got)
+		}
+		if last {
+			break
+		}
+		if !strings.Contains(l.Older, "header=tenant%3Dacme") {
+			t.Fatalf("older link %q lost the search", l.Older)
+		}
+		path = l.Older
+	}
+	if want := [][]int64{{ids[24]}, nil, {ids[4]}}; !slices.EqualFunc(pages, want, slices.Equal) {
+		t.Errorf("pages %v, want %v", pages, want)
+	}
+	body := s.get("/messages?header=tenant%3Dacme", http.StatusOK, req{})
+	for _, want := range []string{"this page of the search read only the messages enqueued since", ">Search older messages</a>", "1</strong> or more message"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a page cut short lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestListCut: a list of a stage's done messages, which no index holds,
+// and a search of the errors' text read in slices as a search does: a
+// page cut short says how far back it read, and its older link goes on
+// from there.
+func TestListCut(t *testing.T) {
+	// Not parallel: it sets admin.SearchSlice and the budgets.
+	s := newSite(t, siteOptions{stages: []string{"a", "b"}})
+	ids := s.enqueue("a", 30, []byte("x"))
+	s.exec(`UPDATE pepsi.state SET status = 'done', stage = CASE WHEN id = ANY($1) THEN 'b' ELSE 'a' END,
+	               error = CASE WHEN id = ANY($1) THEN 'a needle' ELSE 'hay' END`, []int64{ids[4], ids[24]})
+	defer func(n int64, d, e time.Duration) {
+		admin.SearchSlice, admin.ListBudget, admin.SearchBudget = n, d, e
+	}(admin.SearchSlice, admin.ListBudget, admin.SearchBudget)
+	admin.SearchSlice, admin.ListBudget, admin.SearchBudget = 10, 0, 0 // one slice of 10 ids a page
+	for _, first := range []string{"/messages?status=done&stage=b", "/messages?q=needle"} {
+		var l listJSON
+		path := first
+		var got []int64
+		for range 4 {
+			l.Rows, l.Older, l.Cut = nil, "", nil
+			s.getJSON(path+"&format=json", req{}, &l)
+			for _, r := range l.Rows {
+				got = append(got, r.ID)
+			}
+			if (l.Older == "") != (l.Cut == nil) {
+				t.Errorf("%s: older %q, cut %v", path, l.Older, l.Cut)
+			}
+			if l.Older == "" {
+				break
+			}
+			path = l.Older
+		}
+		if want := []int64{ids[24], ids[4]}; !slices.Equal(got, want) {
+			t.Errorf("%s: read %v over the pages, want %v", first, got, want)
+		}
+		if body := s.get(first, http.StatusOK, req{}); !strings.Contains(body, ">Read older messages</a>") || !strings.Contains(body, "1</strong> or more message") {
+			t.Errorf("%s: a page cut short lacks its link or its count:\n%s", first, body)
+		}
 	}
 }

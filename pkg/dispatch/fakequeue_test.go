@@ -333,6 +333,10 @@ func (q *fakeQueue) TableChurn(context.Context, string) (queue.Churn, error) {
 	return queue.Churn{}, q.check()
 }
 func (q *fakeQueue) Vacuum(context.Context, string) error { return q.check() }
+func (q *fakeQueue) Stalenesses(context.Context) ([]queue.Staleness, error) {
+	return nil, q.check()
+}
+func (q *fakeQueue) Analyze(context.Context, string) error { return q.check() }
 
 func (q *fakeQueue) SweepJoins(context.Context, []string) ([]queue.Joined, error) {
 	return nil, q.check()

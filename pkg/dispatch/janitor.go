@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -85,11 +86,14 @@ func (r *janitorRole) maintain(ctx context.Context, services []service, report c
 func janitorServices(d *Dispatcher, db Store) []service {
 	dc := &d.cfg.Dispatch
 	var s []service
+	ddl := new(sync.Mutex) // retention's batches, one at a time with an ANALYZE
 	if dc.Retention > 0 {
-		s = append(s, &retention{store: db, log: d.log, now: d.now, keep: dc.Retention, retry: d.reconnectBackoff(), report: d.reports})
+		s = append(s, &retention{store: db, log: d.log, now: d.now, keep: dc.Retention, retry: d.reconnectBackoff(), report: d.reports, ddl: ddl})
 	}
 	if dc.VacuumInterval > 0 {
-		s = append(s, &vacuum{store: db, log: d.log, every: dc.VacuumInterval})
+		an := newAnalyzer(db, d.log)
+		an.ddl = ddl
+		s = append(s, &vacuum{store: db, log: d.log, every: dc.VacuumInterval, an: an})
 	}
 	if sc := newScheduler(d, db); sc != nil {
 		s = append(s, sc)

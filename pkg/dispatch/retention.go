@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/pepsi-dev/pepsi/pkg/queue"
@@ -24,6 +25,11 @@ type retention struct {
 	retry  backoff              // the wait after a failed batch
 	report chan<- serviceReport // the messages deleted, the batches that failed
 	ids    idRate
+	// ddl is held for each batch, and by the analyze check for each
+	// ANALYZE (nil: none): a range created or dropped waits for an ACCESS
+	// EXCLUSIVE lock that an ANALYZE of its table would keep from it, and
+	// the settles queue behind that wait.
+	ddl *sync.Mutex
 }
 
 // expireBatch is how many rows, by id, one retention batch looks at.
@@ -116,6 +122,10 @@ func (r *retention) walk(ctx, stop context.Context) (time.Duration, bool) {
 // start when zero), and reports how many to the loop. It returns where
 // the next batch goes on and whether it has work.
 func (r *retention) deleteBatch(ctx context.Context, at queue.ExpireAt) (next queue.ExpireAt, deleted int64, more bool, err error) {
+	if r.ddl != nil {
+		r.ddl.Lock()
+		defer r.ddl.Unlock()
+	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	defer func() {

@@ -69,10 +69,12 @@ type joinStore interface {
 	SweepJoins(ctx context.Context, all []string) ([]queue.Joined, error)
 }
 
-// vacuumStore is what the vacuum service runs.
+// vacuumStore is what the vacuum service (and its analyzer) runs.
 type vacuumStore interface {
 	TableChurn(ctx context.Context, table string) (queue.Churn, error)
 	Vacuum(ctx context.Context, table string) error
+	Stalenesses(ctx context.Context) ([]queue.Staleness, error)
+	Analyze(ctx context.Context, table string) error
 }
 
 // LockSession is the dispatcher's listener session: it holds the locks of

@@ -61,7 +61,7 @@ func TestRetention(t *testing.T) {
 // pepsi.state_live, and deleted messages (what the retention sweep does) in
 // pepsi.message_default; the dispatcher vacuums both itself (the test
 // server runs with autovacuum off, as this machine's does) and says so at
-// debug. The ranges of message ids are dropped first, so that the messages
+// debug; it analyzes pepsi.state too. The ranges of message ids are dropped first, so that the messages
 // go to the default partition, as they do when no range is ahead.
 func TestVacuumSweep(t *testing.T) {
 	b := setup(t, fast+"\nVACUUM_INTERVAL = 0.2", "work\nPARALLELISM = 2\nQUEUE_LIMIT = 8")
@@ -83,6 +83,14 @@ func TestVacuumSweep(t *testing.T) {
 	})
 	b.waitFor("the vacuum logged", time.Minute, func() bool {
 		return strings.Contains(b.logs.String(), `msg="vacuumed pepsi.state_live"`)
+	})
+	// The vacuum service's analyze check: pepsi.state, partitioned, is
+	// never analyzed by the server's autovacuum.
+	b.waitFor("pepsi.state analyzed by the dispatcher", 2*time.Minute, func() bool {
+		return b.int64("SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'pepsi.state'::regclass") > 0
+	})
+	b.waitFor("the analyze logged", time.Minute, func() bool {
+		return strings.Contains(b.logs.String(), `msg="analyzed pepsi.state"`)
 	})
 	if n := b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message_default'::regclass"); n != 0 {
 		t.Fatalf("pepsi.message_default vacuumed %d times before anything was deleted from it", n)

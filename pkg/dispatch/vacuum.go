@@ -21,12 +21,15 @@ const (
 // asleep between its rounds, the dead versions pile up in the heap and in
 // the claim's index walk, and each claim and settle pays for them. So
 // every VACUUM_INTERVAL it reads the live and dead row counts of the
-// tables of queue.Vacuumed and vacuums a table when the rule says so (see docs/design.md, "Vacuum").
+// tables of queue.Vacuumed and vacuums a table when the rule says so (see
+// docs/design.md, "Vacuum"); then it keeps the tables' planner statistics
+// (analyzer).
 type vacuum struct {
 	startStop
 	store vacuumStore
 	log   *slog.Logger
 	every time.Duration // VACUUM_INTERVAL
+	an    *analyzer     // the analyze check, after the vacuum check
 }
 
 // Start checks the tables every interval until Stop.
@@ -53,8 +56,11 @@ func (v *vacuum) run(_, stop context.Context) {
 				break
 			}
 		}
+		if err == nil && v.an != nil {
+			err = v.an.check(stop)
+		}
 		if err != nil && stop.Err() == nil && !failing {
-			v.log.Warn("vacuum check failed; retrying at the next interval", "err", err)
+			v.log.Warn("vacuum or analyze check failed; retrying at the next interval", "err", err)
 		}
 		failing = err != nil
 	}
