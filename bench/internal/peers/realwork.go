@@ -35,6 +35,9 @@ var stagePy []byte
 //go:embed kitstage.py
 var kitStagePy []byte
 
+//go:embed kitstage.js
+var kitStageJS []byte
+
 // workOptions configure the real-work step.
 type workOptions struct {
 	Messages       int
@@ -44,6 +47,8 @@ type workOptions struct {
 	Python         string // a python3 with psycopg2; "" skips the Python stage
 	KitPython      string // the python of a virtualenv with pepsi-stage (contrib/python); "" skips its stage
 	KitSource      string // contrib/python: the package the run installs into that virtualenv
+	NodeKit        string // the directory where @pepsi/stage is installed; "" skips its stage
+	NodeKitSource  string // contrib/node: the package the run installs there
 	PgbenchSeconds int
 	Systems        []string // --work-systems; nil: all
 	// RiverFetchCooldown is River's FetchCooldown in the chain; it also
@@ -62,7 +67,7 @@ type workOptions struct {
 // pepsiWork is one pepsi configuration of the real work.
 type pepsiWork struct {
 	label       string
-	kind        string // worker, worker-onetrip, plain, plain-onetrip, python, python-onetrip or python-kit
+	kind        string // worker, worker-onetrip, plain, plain-onetrip, python, python-onetrip, python-kit or node-kit
 	parallelism int
 	queueLimit  int
 	maxMessages int
@@ -135,6 +140,12 @@ func runPepsiWork(ctx context.Context, exe, self, dir, serverDSN string, o workO
 	for i, s := range stages {
 		var prog string
 		switch w.kind {
+		case "node-kit":
+			js := filepath.Join(o.NodeKit, "kitstage.js")
+			if err := os.WriteFile(js, kitStageJS, 0o644); err != nil {
+				return res, err
+			}
+			prog = "node " + shellQuote(js)
 		case "python-kit":
 			py := filepath.Join(dir, "kitstage.py")
 			if err := os.WriteFile(py, kitStagePy, 0o644); err != nil {
@@ -604,6 +615,43 @@ func findPython(given string) string {
 		}
 	}
 	return ""
+}
+
+// kitNode installs the package @pepsi/stage from src (contrib/node) with
+// its dependency pg from the npm registry into a directory under dir and
+// returns that directory; "" with why when it cannot.
+func kitNode(dir, src string) (string, string) {
+	if src == "" {
+		return "", "no --node-kit"
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return "", err.Error()
+	}
+	if _, err := os.Stat(filepath.Join(abs, "package.json")); err != nil {
+		return "", err.Error()
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return "", "no node on PATH"
+	}
+	kit := filepath.Join(dir, "node-kit")
+	if err := os.MkdirAll(kit, 0o755); err != nil {
+		return "", err.Error()
+	}
+	if err := os.WriteFile(filepath.Join(kit, "package.json"), []byte(`{"name": "pepsi-bench-kit", "private": true}`+"\n"), 0o644); err != nil {
+		return "", err.Error()
+	}
+	for _, args := range [][]string{
+		{"npm", "install", "--silent", "--no-audit", "--no-fund", "--install-links", abs},
+		{"node", "-e", `require("@pepsi/stage"); require("pg")`},
+	} {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = kit
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Sprintf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return kit, ""
 }
 
 // kitPython makes a virtualenv under dir that sees the distribution's

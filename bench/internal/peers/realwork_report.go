@@ -36,12 +36,14 @@ var (
 	workPython1 = pepsiWork{kind: "python-onetrip", label: "pepsi, Python (psycopg2) stage, one round trip like contrib/python/onetrip.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	// The Python package (contrib/python, psycopg 3), as README shows a stage.
 	workKit = pepsiWork{kind: "python-kit", label: "pepsi, Python package pepsi-stage (psycopg 3) stage as README shows it, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	// The TypeScript package (contrib/node, pg), as its README shows a stage.
+	workNodeKit = pepsiWork{kind: "node-kit", label: "pepsi, TypeScript package @pepsi/stage (pg) stage as its README shows it, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 )
 
 var pgbenchClients = []int{6, 12}
 
 // workSystems are the real-work step's systems, for --work-systems.
-var workSystems = []string{"river", "default", "tuned", "onetrip", "onetrip-tuned", "plain", "plain-onetrip", "python", "python-onetrip", "python-kit", "pgbench"}
+var workSystems = []string{"river", "default", "tuned", "onetrip", "onetrip-tuned", "plain", "plain-onetrip", "python", "python-onetrip", "python-kit", "node-kit", "pgbench"}
 
 func (o workOptions) want(sys string) bool {
 	return o.Systems == nil || slices.Contains(o.Systems, sys)
@@ -51,8 +53,10 @@ func (o workOptions) want(sys string) bool {
 type workRun struct {
 	dir, self, python                string
 	kitPython, noKit                 string // the package's python; why there is none
+	nodeKit, noNodeKit               string // where @pepsi/stage is installed; why it is not
 	river, def, tuned, plain, plain1 *series
 	one, oneTuned, py, py1, kit      *series
+	node                             *series
 	pg, pgRead                       []*series
 	costs                            map[*series]*workCost // per pepsi system run
 }
@@ -98,10 +102,14 @@ func newWorkRun(o options) (*workRun, error) {
 		plain1:   &series{name: workPlain1.label, unit: "passes/s"},
 		py1:      &series{name: workPython1.label, unit: "passes/s"},
 		kit:      &series{name: workKit.label, unit: "passes/s"},
+		node:     &series{name: workNodeKit.label, unit: "passes/s"},
 		costs:    map[*series]*workCost{},
 	}
 	if o.work.want("python-kit") {
 		w.kitPython, w.noKit = kitPython(dir, o.work.KitSource)
+	}
+	if o.work.want("node-kit") {
+		w.nodeKit, w.noNodeKit = kitNode(dir, o.work.NodeKitSource)
 	}
 	for _, c := range pgbenchClients {
 		w.pg = append(w.pg, &series{name: fmt.Sprintf("pgbench, same transaction shape, %d clients (the ceiling)", c), unit: "tx/s"})
@@ -129,7 +137,7 @@ func (w *workRun) run(ctx context.Context, i int, exe string, o options, progres
 		s   *series
 	}{{"default", workDefaults, w.def}, {"tuned", workTuned, w.tuned},
 		{"onetrip", workOneTrip, w.one}, {"onetrip-tuned", workOneTripTuned, w.oneTuned}, {"plain", workPlain, w.plain},
-		{"plain-onetrip", workPlain1, w.plain1}, {"python", workPython, w.py}, {"python-onetrip", workPython1, w.py1}, {"python-kit", workKit, w.kit}} {
+		{"plain-onetrip", workPlain1, w.plain1}, {"python", workPython, w.py}, {"python-onetrip", workPython1, w.py1}, {"python-kit", workKit, w.kit}, {"node-kit", workNodeKit, w.node}} {
 		if !o.work.want(c.sys) {
 			continue
 		}
@@ -137,12 +145,16 @@ func (w *workRun) run(ctx context.Context, i int, exe string, o options, progres
 			progress("realwork: the Python package's stage is skipped: %s", w.noKit)
 			continue
 		}
+		if c.cfg.kind == "node-kit" && w.nodeKit == "" {
+			progress("realwork: the TypeScript package's stage is skipped: %s", w.noNodeKit)
+			continue
+		}
 		if strings.HasPrefix(c.cfg.kind, "python") && c.cfg.kind != "python-kit" && w.python == "" {
 			progress("realwork: no python3 with psycopg2: the Python stage (%s) is skipped", c.sys)
 			continue
 		}
 		o2 := o.work
-		o2.Python, o2.KitPython = w.python, w.kitPython
+		o2.Python, o2.KitPython, o2.NodeKit = w.python, w.kitPython, w.nodeKit
 		r, err := runPepsiWork(ctx, exe, w.self, w.dir, o.dsn, o2, c.cfg, progress)
 		if err != nil {
 			return fmt.Errorf("realwork, %s: %w", c.cfg.label, err)
@@ -203,8 +215,8 @@ func (w *workRun) report(out io.Writer, o options) {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tPASSES/S (MEDIAN)\t÷ RIVER\t÷ CEILING\tRUNS")
-	reads := []*series{w.def, w.tuned, w.py, w.kit}
-	for _, s := range append(append([]*series{w.river, w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1, w.kit}, w.pg...), w.pgRead...) {
+	reads := []*series{w.def, w.tuned, w.py, w.kit, w.node}
+	for _, s := range append(append([]*series{w.river, w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1, w.kit, w.node}, w.pg...), w.pgRead...) {
 		if len(s.values) == 0 {
 			continue
 		}
@@ -244,6 +256,9 @@ func (w *workRun) report(out io.Writer, o options) {
 	if len(w.kit.values) > 0 {
 		target("Python package stage, defaults ÷ River", w.kit.median(), riv, targetWorkKit)
 	}
+	if len(w.node.values) > 0 {
+		fmt.Fprintf(tw, "TypeScript package stage, defaults ÷ River\t%s\t(no target)\t\n", ratioText(w.node.median(), riv))
+	}
 	if c := w.costs[w.def]; c != nil {
 		cpu := c.pepsi.median() + c.server.median()
 		fmt.Fprintf(tw, "CPU per pass, pkg/worker stage, defaults (µs)\t%.0f\t≤ %d\t%s\n", cpu, targetWorkCPU, met(cpu <= targetWorkCPU))
@@ -262,7 +277,7 @@ func (w *workRun) reportCost(out io.Writer) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tPEPSI µs\tSERVER µs\tTOTAL µs\tROW VERSIONS\tWAL BYTES\tWAL RECORDS")
-	for _, s := range []*series{w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1, w.kit} {
+	for _, s := range []*series{w.def, w.tuned, w.one, w.oneTuned, w.plain, w.plain1, w.py, w.py1, w.kit, w.node} {
 		c := w.costs[s]
 		if c == nil {
 			continue
@@ -271,4 +286,12 @@ func (w *workRun) reportCost(out io.Writer) {
 			c.pepsi.median()+c.server.median(), c.versions.median(), c.walBytes.median(), c.walRecords.median())
 	}
 	tw.Flush()
+}
+
+// ratioText is v ÷ of with two decimals, or "-" when either is unknown.
+func ratioText(v, of float64) string {
+	if of <= 0 || v != v || of != of {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v/of)
 }
