@@ -28,8 +28,12 @@ func TestCrashWithPipeline(t *testing.T) {
 	if n := b.int64("SELECT crashes FROM pepsi.stage_stats WHERE stage = 'work'"); n != 1 {
 		t.Errorf("crashes = %d, want 1", n)
 	}
-	if n := b.int64("SELECT reset FROM pepsi.dispatch_stats"); n != 2 {
-		t.Errorf("reset = %d, want 2", n)
+	// The two behind the head are put back unrun. Under load a later claim
+	// of them may be put back once more without running (its result came
+	// back while the dispatcher was without its lock, or found no worker
+	// to take it); checkInvariants checked that every claim is booked once.
+	if n := b.int64("SELECT reset FROM pepsi.dispatch_stats"); n < 2 {
+		t.Errorf("reset = %d, want at least 2", n)
 	}
 }
 
