@@ -370,18 +370,5 @@ func missing(ids []int64, found map[int64]queue.Status) error {
 // NextDue returns, per stage, when its earliest paused message (a retry,
 // or a scheduled message) falls due: when the dispatcher resumes it.
 func (db *DB) NextDue(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := db.pool.Query(ctx, "SELECT stage, min(timeout) FROM pepsi.state_live WHERE status = 'paused' GROUP BY stage")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]time.Time{}
-	var stage string
-	var at *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&stage, &at}, func() error {
-		if at != nil {
-			out[stage] = *at
-		}
-		return nil
-	})
-	return out, err
+	return dueByStage(db.pool.Query(ctx, "SELECT stage, min(timeout) FROM pepsi.state_live WHERE status = 'paused' GROUP BY stage"))
 }

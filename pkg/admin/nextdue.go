@@ -19,14 +19,19 @@ SELECT s.stage, (SELECT min(l.timeout) FROM pepsi.state_live l WHERE l.status = 
 // dashboard's overview asks only about the stages its counts show paused
 // messages at.
 func (db *DB) NextDueOf(ctx context.Context, stages []string) (map[string]time.Time, error) {
-	out := map[string]time.Time{}
 	if len(stages) == 0 {
-		return out, nil
+		return map[string]time.Time{}, nil
 	}
-	rows, err := db.pool.Query(ctx, nextDueOfSQL, stages)
+	return dueByStage(db.pool.Query(ctx, nextDueOfSQL, stages))
+}
+
+// dueByStage reads rows of (stage, earliest timeout) into a map, leaving
+// out the stages whose timeout is NULL.
+func dueByStage(rows pgx.Rows, err error) (map[string]time.Time, error) {
 	if err != nil {
 		return nil, err
 	}
+	out := map[string]time.Time{}
 	var stage string
 	var at *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&stage, &at}, func() error {
