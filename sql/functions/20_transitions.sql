@@ -22,17 +22,18 @@ BEGIN
         PERFORM pepsi.check_stage('pepsi.advance', p_stage);
     END IF;
     UPDATE pepsi.state_live s
-       SET stage = p_stage, updated_at = now(),
-           status = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN 'running' ELSE 'pending' END,
-           attempts = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.attempts ELSE 0 END,
-           handed = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.handed END,
-           ended = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.ended ELSE s.pass END,
-           ended_as = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.ended_as ELSE 'q' END,
-           flow_key = CASE WHEN p_stage = coalesce(s.handed, s.stage) THEN s.flow_key
-                           WHEN EXISTS (SELECT FROM pepsi.flow_keys) THEN
+       SET stage = p_stage, status = 'pending', attempts = 0, handed = NULL, updated_at = now(),
+           ended = s.pass, ended_as = 'q',
+           flow_key = CASE WHEN EXISTS (SELECT FROM pepsi.flow_keys) THEN
                           (SELECT pepsi.flow_key(m.headers ->> k.header) FROM pepsi.flow_keys k, pepsi.message m
                             WHERE m.id = s.id AND k.stage = p_stage) END
-     WHERE s.id = p_id AND s.status = 'running' AND (p_pass IS NULL OR s.pass = p_pass);
+     WHERE s.id = p_id AND s.status = 'running' AND (p_pass IS NULL OR s.pass = p_pass)
+       AND p_stage <> coalesce(s.handed, s.stage);
+    IF NOT FOUND THEN
+        -- Not running (that pass), or an advance to its own stage: no move.
+        UPDATE pepsi.state_live s SET updated_at = now()
+         WHERE s.id = p_id AND s.status = 'running' AND (p_pass IS NULL OR s.pass = p_pass);
+    END IF;
     IF NOT FOUND THEN
         PERFORM pepsi.not_running('pepsi.advance', p_id, p_pass);
     END IF;
