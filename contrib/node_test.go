@@ -291,7 +291,8 @@ func (d *dispatcher) stop(t *testing.T) (time.Duration, error) {
 // (Python, pepsi_stage: contrib/python/tests/stages/behave.py) and go
 // (pkg/worker: contrib/go/stage), under a real `pepsi dispatch`. At ts:
 // advance, finish, pause, fail, an exception whose work is rolled back, a
-// handler that returns its move rather than a promise, a print, a
+// statement queued with the move that fails and takes the pass's work
+// with it, a handler that returns its move rather than a promise, a print, a
 // terminated session (75: the message goes back uncounted, and the same
 // worker connects again), then SIGTERM mid-pass, which lets the pass end
 // and commit, and the worker exit long before SHUTDOWN_GRACE. The
@@ -341,7 +342,7 @@ QUEUE_LIMIT = 4
 	}()
 
 	payloads := []string{"x:advance", "x:advance", "x:advance", "ts:fail", "ts:raise", "ts:pause",
-		"ts:finish", "ts:print", "ts:sync", "ts:kill", "x:advance"}
+		"ts:finish", "ts:print", "ts:sync", "ts:kill", "ts:qfail", "x:advance"}
 	ids := site.Enqueue("ts", func() [][]byte {
 		b := make([][]byte, len(payloads))
 		for i, p := range payloads {
@@ -360,9 +361,10 @@ QUEUE_LIMIT = 4
 			if r.status != "failed" || r.stage != "ts" || r.error != "asked to fail" || r.headers["ts"] != "node" || !worked(id, "ts") {
 				t.Errorf("%s (%d): %+v, want failed at ts, asked to fail, its work committed", p, id, r)
 			}
-		case "ts:raise":
-			if r.status != "failed" || r.stage != "ts" || !strings.Contains(r.dispatchError, "Error: asked to raise") {
-				t.Errorf("%s (%d): %+v, want failed at ts with the exception's message", p, id, r)
+		case "ts:raise", "ts:qfail":
+			why := map[string]string{"ts:raise": "Error: asked to raise", "ts:qfail": "division by zero"}[p]
+			if r.status != "failed" || r.stage != "ts" || !strings.Contains(r.dispatchError, why) {
+				t.Errorf("%s (%d): %+v, want failed at ts with %q", p, id, r, why)
 			}
 			if worked(id, "ts") || r.headers["ts"] != nil {
 				t.Errorf("%s (%d): the work of a pass that threw was committed: %+v", p, id, r)

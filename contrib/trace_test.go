@@ -34,14 +34,17 @@ run(handle)
 
 // TestTraceAcrossStages: a message enqueued with a traceparent passes a
 // pkg/worker stage (whose first attempt fails, then is retried), a Python
-// stage on pepsi_stage and a shell stage, under a dispatcher with TRACING
+// stage on pepsi_stage, a TypeScript stage on @pepsi/stage and a shell
+// stage, under a dispatcher with TRACING
 // on that exports to a receiver decoding OTLP/HTTP's protobuf. One span
 // arrives per pass, in the message's trace as its child (TRACE = child)
 // or in a trace of its own linking to it (TRACE = link), with its
 // attributes; the pkg/worker stage's own span nests under its pass, and
-// the Python stage was told its pass's span context.
+// the Python and TypeScript stages were told their passes' span contexts.
 func TestTraceAcrossStages(t *testing.T) {
 	py, _ := pythonVenv(t)
+	node, _ := nodeTools(t)
+	tsStage := node + " " + filepath.Join(nodePackage(t), "build", "test", "stages", "trace.js")
 	rcv := startOTLP(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
@@ -58,7 +61,8 @@ func TestTraceAcrossStages(t *testing.T) {
 	gostage := testkit.Build(t, "github.com/pepsi-dev/pepsi/internal/tracestage")
 	p := workertest.StartWith(t, workertest.Options{Dispatch: "TRACING = on\n"},
 		workertest.Stage{Name: "go", Program: gostage + " --next py", Parallelism: 1, Conf: "RETRIES = 1\nRETRY_DELAY = 0.2\n"},
-		workertest.Stage{Name: "py", Program: py + " " + handler + " sh", Parallelism: 1, Conf: "TRACE = link\n"},
+		workertest.Stage{Name: "py", Program: py + " " + handler + " ts", Parallelism: 1, Conf: "TRACE = link\n"},
+		workertest.Stage{Name: "ts", Program: tsStage + " --next sh", Parallelism: 1},
 		workertest.Stage{Name: "sh", Program: shell, Parallelism: 1})
 	ctx := context.Background()
 	if _, err := p.DB.Pool.Exec(ctx, "CREATE TABLE seen_trace (id bigint, stage text, traceparent text)"); err != nil {
@@ -92,7 +96,7 @@ func TestTraceAcrossStages(t *testing.T) {
 		}
 		return spans
 	}
-	p.WaitFor("6 spans: 4 passes, 2 of the Go stage's own", time.Minute, func() bool { return len(ours()) >= 6 })
+	p.WaitFor("7 spans: 5 passes, 2 of the Go stage's own", time.Minute, func() bool { return len(ours()) >= 7 })
 	p.Check()
 	spans = ours()
 	_, bad := rcv.got()
@@ -118,9 +122,9 @@ func TestTraceAcrossStages(t *testing.T) {
 			t.Errorf("pass span %q from %d to %d", s.Name, s.StartTimeUnixNano, s.EndTimeUnixNano)
 		}
 	}
-	if len(passes["go"]) != 2 || len(passes["py"]) != 1 || len(passes["sh"]) != 1 || len(work) != 2 || len(spans) != 6 {
-		t.Fatalf("spans: go %d, py %d, sh %d, work %d, all %d; want 2, 1, 1, 2 and 6", len(passes["go"]), len(passes["py"]),
-			len(passes["sh"]), len(work), len(spans))
+	if len(passes["go"]) != 2 || len(passes["py"]) != 1 || len(passes["ts"]) != 1 || len(passes["sh"]) != 1 || len(work) != 2 || len(spans) != 7 {
+		t.Fatalf("spans: go %d, py %d, ts %d, sh %d, work %d, all %d; want 2, 1, 1, 1, 2 and 7", len(passes["go"]), len(passes["py"]),
+			len(passes["ts"]), len(passes["sh"]), len(work), len(spans))
 	}
 	want := func(s gotSpan, kv map[string]string) {
 		t.Helper()
@@ -147,8 +151,9 @@ func TestTraceAcrossStages(t *testing.T) {
 	if first.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || second.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
 		t.Errorf("status of the failed pass %v, of the retry %v", first.Status, second.Status)
 	}
+	want(passes["ts"][0], map[string]string{"pepsi.attempt": "1", "pepsi.result": "ok", "messaging.destination.name": "ts"})
 	// TRACE = child: in the message's trace, children of its context.
-	for _, s := range []gotSpan{first, second, passes["sh"][0]} {
+	for _, s := range []gotSpan{first, second, passes["ts"][0], passes["sh"][0]} {
 		if hexID(s.TraceId) != traceID || hexID(s.ParentSpanId) != parentID || len(s.Links) != 0 {
 			t.Errorf("%s: trace %x, parent %x, %d links; want trace %s, parent %s", s.Name, s.TraceId, s.ParentSpanId, len(s.Links), traceID, parentID)
 		}
@@ -159,12 +164,19 @@ func TestTraceAcrossStages(t *testing.T) {
 		hexID(pys.Links[0].TraceId) != traceID || hexID(pys.Links[0].SpanId) != parentID {
 		t.Errorf("py: trace %x, parent %x, links %v; want a root linking to %s-%s", pys.TraceId, pys.ParentSpanId, pys.Links, traceID, parentID)
 	}
-	var seen string
-	if err := p.DB.Pool.QueryRow(ctx, "SELECT coalesce(traceparent, '') FROM seen_trace WHERE id = $1", id).Scan(&seen); err != nil {
-		t.Fatal(err)
-	}
-	if want := "00-" + hexID(pys.TraceId) + "-" + hexID(pys.SpanId) + "-01"; seen != want {
-		t.Errorf("the Python stage's msg.traceparent %q, want its pass's %q", seen, want)
+	// Each kit's stage saw its own pass's span context.
+	for _, k := range []struct {
+		stage, kit string
+		pass       gotSpan
+	}{{"py", "the Python stage's msg.traceparent", pys}, {"ts", "the TypeScript stage's m.traceparent", passes["ts"][0]}} {
+		var seen string
+		err := p.DB.Pool.QueryRow(ctx, "SELECT coalesce(traceparent, '') FROM seen_trace WHERE id = $1 AND stage = $2", id, k.stage).Scan(&seen)
+		if err != nil {
+			t.Fatalf("%s: %v", k.kit, err)
+		}
+		if want := "00-" + hexID(k.pass.TraceId) + "-" + hexID(k.pass.SpanId) + "-01"; seen != want {
+			t.Errorf("%s %q, want its pass's %q", k.kit, seen, want)
+		}
 	}
 	// The pkg/worker stage's own spans nest under their passes.
 	for _, w := range work {

@@ -27,13 +27,16 @@
  * run connects again; it exits 75 if it cannot. SIGTERM (or SIGINT) lets
  * the pass in hand end, committed and answered, then exits 0; at once when
  * there is none. When $PEPSI_PROTOCOL is 2 or more, run asks for pass
- * tokens ("hello token") and presents each pass's token on its move.
+ * tokens ("hello token") and presents each pass's token on its move; from
+ * 3 on it asks for trace contexts too ("hello token trace"), and a
+ * dispatcher with TRACING on gives each pass its span's W3C traceparent,
+ * which the handler finds in Message.traceparent.
  */
 import { type Handler } from "./runner";
 export { ConfigError, DEFAULT_PATH, configArg, connectionString, defaultUser, iniDsn, parseKeywords, resolveDsn } from "./config";
 export { type Child, Message, type MessageFields, type SpawnOptions, type Tx } from "./message";
 export { MAX_RESULT, type Move, PassError, advance, checkMove, fail, finish, join, pause } from "./moves";
-export { type Fused, HELLO_TOKEN, type IdLine, NOT_RUN, checkStage, envProtocol, parseIdLine, statusLine } from "./protocol";
+export { type Fused, HELLO_TOKEN, HELLO_TRACE, type IdLine, NOT_RUN, checkStage, envProtocol, parseIdLine, statusLine } from "./protocol";
 export { type Handler } from "./runner";
 /** What main takes besides the handler; each defaults to the process's. */
 export interface MainOptions {

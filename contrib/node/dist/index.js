@@ -28,10 +28,13 @@
  * run connects again; it exits 75 if it cannot. SIGTERM (or SIGINT) lets
  * the pass in hand end, committed and answered, then exits 0; at once when
  * there is none. When $PEPSI_PROTOCOL is 2 or more, run asks for pass
- * tokens ("hello token") and presents each pass's token on its move.
+ * tokens ("hello token") and presents each pass's token on its move; from
+ * 3 on it asks for trace contexts too ("hello token trace"), and a
+ * dispatcher with TRACING on gives each pass its span's W3C traceparent,
+ * which the handler finds in Message.traceparent.
  */
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.statusLine = exports.parseIdLine = exports.envProtocol = exports.checkStage = exports.NOT_RUN = exports.HELLO_TOKEN = exports.pause = exports.join = exports.finish = exports.fail = exports.checkMove = exports.advance = exports.PassError = exports.MAX_RESULT = exports.Message = exports.resolveDsn = exports.parseKeywords = exports.iniDsn = exports.defaultUser = exports.connectionString = exports.configArg = exports.DEFAULT_PATH = exports.ConfigError = void 0;
+exports.statusLine = exports.parseIdLine = exports.envProtocol = exports.checkStage = exports.NOT_RUN = exports.HELLO_TRACE = exports.HELLO_TOKEN = exports.pause = exports.join = exports.finish = exports.fail = exports.checkMove = exports.advance = exports.PassError = exports.MAX_RESULT = exports.Message = exports.resolveDsn = exports.parseKeywords = exports.iniDsn = exports.defaultUser = exports.connectionString = exports.configArg = exports.DEFAULT_PATH = exports.ConfigError = void 0;
 exports.main = main;
 exports.run = run;
 const node_path_1 = require("node:path");
@@ -62,6 +65,7 @@ Object.defineProperty(exports, "join", { enumerable: true, get: function () { re
 Object.defineProperty(exports, "pause", { enumerable: true, get: function () { return moves_1.pause; } });
 var protocol_2 = require("./protocol");
 Object.defineProperty(exports, "HELLO_TOKEN", { enumerable: true, get: function () { return protocol_2.HELLO_TOKEN; } });
+Object.defineProperty(exports, "HELLO_TRACE", { enumerable: true, get: function () { return protocol_2.HELLO_TRACE; } });
 Object.defineProperty(exports, "NOT_RUN", { enumerable: true, get: function () { return protocol_2.NOT_RUN; } });
 Object.defineProperty(exports, "checkStage", { enumerable: true, get: function () { return protocol_2.checkStage; } });
 Object.defineProperty(exports, "envProtocol", { enumerable: true, get: function () { return protocol_2.envProtocol; } });
@@ -119,11 +123,12 @@ async function main(handler, opts = {}) {
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
     try {
-        if ((0, protocol_1.envProtocol)() >= 2) {
+        const protocol = (0, protocol_1.envProtocol)();
+        if (protocol >= 2) {
             // First, before connecting: ids the dispatcher writes before it reads
             // the hello come without their tokens.
             try {
-                await write(protocol_1.HELLO_TOKEN + "\n");
+                await write((protocol >= 3 ? protocol_1.HELLO_TRACE : protocol_1.HELLO_TOKEN) + "\n");
             }
             catch (e) {
                 log(`writing the hello line: ${(0, protocol_1.oneLine)(String(e))}`);

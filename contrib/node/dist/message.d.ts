@@ -1,5 +1,6 @@
 import type { ClientBase } from "pg";
 import { type Fused } from "./protocol";
+import type { Queued } from "./sql";
 /** The pass's transaction: the client's query, which works only until the
  * handler's move is made (pg's ClientBase.query, every form of it). */
 export interface Tx {
@@ -32,6 +33,7 @@ export interface Child {
 export interface MessageFields {
     id: bigint;
     token: bigint | null;
+    traceparent: string | null;
     stage: string;
     attempts: number;
     createdAt: Date;
@@ -45,6 +47,10 @@ export declare class Message {
     readonly id: bigint;
     /** The pass's token, null for a bare id (pepsi-worker(7), PASS TOKENS). */
     readonly token: bigint | null;
+    /** The W3C traceparent of the dispatcher's span of this pass, null when
+     * it sent none (TRACING off, or $PEPSI_PROTOCOL below 3): start the
+     * stage's own spans as its children. */
+    readonly traceparent: string | null;
     /** The stage it is running at. */
     readonly stage: string;
     /** Passes at this stage, this one included (1 the first time). */
@@ -62,6 +68,8 @@ export declare class Message {
     readonly signal: AbortSignal;
     /** The stages fused() reported. */
     readonly fusedStages: Fused[];
+    /** The statements queue() added, in order. */
+    readonly queued: Queued[];
     private readonly tx;
     constructor(f: MessageFields, tx: Tx, signal: AbortSignal);
     /** The same as attempts. */
@@ -69,6 +77,12 @@ export declare class Message {
     /** Report that this pass also did the work of stage, which took seconds:
      * the dispatcher books it to that stage's statistics. */
     fused(stage: string, seconds: number): void;
+    /** Add a statement whose result the stage does not need to the pass's
+     * transaction: it runs after the handler returns, in the order queued,
+     * and goes out with the move and COMMIT in one round trip. Its values
+     * ($1, $2, …) are written in as literals, converted as pg converts
+     * parameters. An error in it fails the pass, rolled back whole. */
+    queue(text: string, values?: readonly unknown[]): void;
     /** Make one child of the message, pending at stage, in the pass's
      * transaction, and return its id: the dispatcher sees it when the pass
      * commits, with the move (join, usually). The server refuses a message

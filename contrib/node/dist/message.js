@@ -3,6 +3,7 @@
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.Message = void 0;
 exports.fusedError = fusedError;
+const inline_1 = require("./inline");
 const protocol_1 = require("./protocol");
 // The SQL API's graph calls (sql/functions/30_graph.sql); a NULL token is
 // a bare id's.
@@ -18,6 +19,10 @@ class Message {
     id;
     /** The pass's token, null for a bare id (pepsi-worker(7), PASS TOKENS). */
     token;
+    /** The W3C traceparent of the dispatcher's span of this pass, null when
+     * it sent none (TRACING off, or $PEPSI_PROTOCOL below 3): start the
+     * stage's own spans as its children. */
+    traceparent;
     /** The stage it is running at. */
     stage;
     /** Passes at this stage, this one included (1 the first time). */
@@ -35,10 +40,13 @@ class Message {
     signal;
     /** The stages fused() reported. */
     fusedStages = [];
+    /** The statements queue() added, in order. */
+    queued = [];
     tx;
     constructor(f, tx, signal) {
         this.id = f.id;
         this.token = f.token;
+        this.traceparent = f.traceparent;
         this.stage = f.stage;
         this.attempts = f.attempts;
         this.createdAt = f.createdAt;
@@ -55,6 +63,15 @@ class Message {
      * the dispatcher books it to that stage's statistics. */
     fused(stage, seconds) {
         this.fusedStages.push({ stage, seconds });
+    }
+    /** Add a statement whose result the stage does not need to the pass's
+     * transaction: it runs after the handler returns, in the order queued,
+     * and goes out with the move and COMMIT in one round trip. Its values
+     * ($1, $2, …) are written in as literals, converted as pg converts
+     * parameters. An error in it fails the pass, rolled back whole. */
+    queue(text, values = []) {
+        (0, inline_1.inline)(text, values); // a placeholder without a value is the handler's error, thrown here
+        this.queued.push({ text, values });
     }
     /** Make one child of the message, pending at stage, in the pass's
      * transaction, and return its id: the dispatcher sees it when the pass

@@ -1,7 +1,7 @@
 "use strict";
 // The worker protocol's lines (pepsi-worker(7)): id lines in, status lines out.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.NOT_RUN = exports.HELLO_TOKEN = void 0;
+exports.NOT_RUN = exports.HELLO_TRACE = exports.HELLO_TOKEN = void 0;
 exports.checkStage = checkStage;
 exports.quote = quote;
 exports.parseIdLine = parseIdLine;
@@ -10,6 +10,8 @@ exports.statusLine = statusLine;
 exports.envProtocol = envProtocol;
 /** The hello line that asks the dispatcher for pass tokens (protocol 2). */
 exports.HELLO_TOKEN = "hello token";
+/** The hello line that asks for pass tokens and trace contexts (protocol 3). */
+exports.HELLO_TRACE = "hello token trace";
 /** The status (and exit status) that says the database, not the message, failed. */
 exports.NOT_RUN = 75;
 const STAGE = /^[A-Za-z0-9_.-]{1,63}$/;
@@ -24,9 +26,15 @@ function checkStage(name) {
 function quote(text) {
     return JSON.stringify(text.slice(0, 64));
 }
-/** An id line's id and token; an Error naming what is wrong if it is bad. */
+/** An id line's id, token and traceparent; an Error naming what is wrong
+ * if it is bad. A traceparent, last on the line, is told from a token by
+ * its dashes. */
 function parseIdLine(line) {
     const fields = line.trim().split(/\s+/).filter((f) => f !== "");
+    let traceparent = null;
+    if (fields.length > 1 && fields[fields.length - 1].indexOf("-") > 0) {
+        traceparent = fields.pop() ?? null;
+    }
     if (fields.length < 1 || fields.length > 2) {
         throw new Error(`id line ${quote(line)}: want ID or ID TOKEN`);
     }
@@ -37,7 +45,7 @@ function parseIdLine(line) {
         }
         return n;
     });
-    return { id: nums[0], token: nums.length === 2 ? nums[1] : null };
+    return { id: nums[0], token: nums.length === 2 ? nums[1] : null, traceparent };
 }
 /** text on one line: its blanks and newlines collapsed. */
 function oneLine(text) {

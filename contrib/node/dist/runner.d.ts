@@ -40,6 +40,7 @@ export declare class Runner {
     /** Roll back what a failed pass left open, and say whether the
      * connection is lost. */
     private lost;
-    /** A pass: BEGIN and the read, the handler, then the move and COMMIT. */
+    /** A pass: BEGIN and the read, the handler, then its queued statements,
+     * the move and COMMIT. */
     private pass;
 }

@@ -187,9 +187,9 @@ class Runner {
     }
     /** One id line's answer; null when the pass is to be left unanswered. */
     async serve(line) {
-        let id, token;
+        let id, token, traceparent;
         try {
-            ({ id, token } = (0, protocol_1.parseIdLine)(line));
+            ({ id, token, traceparent } = (0, protocol_1.parseIdLine)(line));
         }
         catch {
             this.opts.log(`bad message id on stdin: ${(0, protocol_1.quote)(line)}`);
@@ -211,7 +211,7 @@ class Runner {
                 if (conn === null || conn.lost) {
                     throw new Error("database connection lost");
                 }
-                return { code: 0, text: "", fused: await this.pass(conn, id, token) };
+                return { code: 0, text: "", fused: await this.pass(conn, id, token, traceparent) };
             }
             catch (e) {
                 const why = reason(e);
@@ -251,8 +251,9 @@ class Runner {
         }
         return conn.lost;
     }
-    /** A pass: BEGIN and the read, the handler, then the move and COMMIT. */
-    async pass(conn, id, token) {
+    /** A pass: BEGIN and the read, the handler, then its queued statements,
+     * the move and COMMIT. */
+    async pass(conn, id, token, traceparent) {
         const c = conn.client;
         const res = (await c.query((0, sql_1.beginRead)(id, token)));
         const row = res[1].rows[0];
@@ -277,6 +278,7 @@ class Runner {
         const m = new message_1.Message({
             id,
             token,
+            traceparent,
             stage: row.stage,
             attempts: row.attempts,
             createdAt: new Date(row.created_ms),
@@ -304,7 +306,7 @@ class Runner {
             case "E":
                 throw new moves_1.PassError("a statement of the pass failed (the handler caught its error): its transaction is aborted");
         }
-        const done = (await c.query((0, sql_1.moveCommit)(move, id, token)));
+        const done = (await c.query((0, sql_1.moveCommit)(move, id, token, m.queued)));
         if (done[done.length - 1].command !== "COMMIT") {
             throw new moves_1.PassError("the transaction was rolled back at COMMIT");
         }

@@ -16,7 +16,12 @@ export interface ReadRow {
 export declare function beginRead(id: bigint, token: bigint | null): string;
 /** Finds a message that is not in pepsi.state_live. */
 export declare const EXPLAIN = "SELECT status, stage FROM pepsi.state WHERE id = $1::int8";
-/** The SQL API call that makes move for message id in the pass's
- * transaction, presenting the pass's token (NULL for a bare id), then
- * COMMIT, as one query string. */
-export declare function moveCommit(move: Move, id: bigint, token: bigint | null): string;
+/** A statement queued with the move (Message.queue), its values written in. */
+export interface Queued {
+    text: string;
+    values: readonly unknown[];
+}
+/** The statements queued with the move, then the SQL API call that makes
+ * move for message id in the pass's transaction, presenting the pass's
+ * token (NULL for a bare id), then COMMIT, as one query string. */
+export declare function moveCommit(move: Move, id: bigint, token: bigint | null, queued?: readonly Queued[]): string;

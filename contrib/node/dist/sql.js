@@ -9,6 +9,7 @@ exports.EXPLAIN = void 0;
 exports.beginRead = beginRead;
 exports.moveCommit = moveCommit;
 const pg_1 = require("pg");
+const inline_1 = require("./inline");
 // The read of a message, as pkg/worker's: its queue row among the
 // unfinished ones (pepsi.state_live) and its message row through
 // pepsi.message_row, whose plan is kept. Numbers and bytes come as text
@@ -38,11 +39,15 @@ function text(s) {
 function bytea(b) {
     return `decode('${b.toString("hex")}', 'hex')`;
 }
-/** The SQL API call that makes move for message id in the pass's
- * transaction, presenting the pass's token (NULL for a bare id), then
- * COMMIT, as one query string. */
-function moveCommit(move, id, token) {
-    return `SELECT ${call(move, id, token)}; COMMIT`;
+/** The statements queued with the move, then the SQL API call that makes
+ * move for message id in the pass's transaction, presenting the pass's
+ * token (NULL for a bare id), then COMMIT, as one query string. */
+function moveCommit(move, id, token, queued = []) {
+    let q = "";
+    for (const s of queued) {
+        q += (0, inline_1.inline)(s.text, s.values) + "\n;\n"; // on a line of its own: a -- comment ends there
+    }
+    return `${q}SELECT ${call(move, id, token)}; COMMIT`;
 }
 function call(move, id, token) {
     switch (move.kind) {

@@ -27,7 +27,10 @@
  * run connects again; it exits 75 if it cannot. SIGTERM (or SIGINT) lets
  * the pass in hand end, committed and answered, then exits 0; at once when
  * there is none. When $PEPSI_PROTOCOL is 2 or more, run asks for pass
- * tokens ("hello token") and presents each pass's token on its move.
+ * tokens ("hello token") and presents each pass's token on its move; from
+ * 3 on it asks for trace contexts too ("hello token trace"), and a
+ * dispatcher with TRACING on gives each pass its span's W3C traceparent,
+ * which the handler finds in Message.traceparent.
  */
 
 import { basename } from "node:path";
@@ -35,13 +38,13 @@ import { writeSync } from "node:fs";
 
 import { ConfigError, configArg, connectionString, resolveDsn } from "./config";
 import { LineReader } from "./lines";
-import { HELLO_TOKEN, envProtocol, oneLine } from "./protocol";
+import { HELLO_TOKEN, HELLO_TRACE, envProtocol, oneLine } from "./protocol";
 import { type Handler, Runner } from "./runner";
 
 export { ConfigError, DEFAULT_PATH, configArg, connectionString, defaultUser, iniDsn, parseKeywords, resolveDsn } from "./config";
 export { type Child, Message, type MessageFields, type SpawnOptions, type Tx } from "./message";
 export { MAX_RESULT, type Move, PassError, advance, checkMove, fail, finish, join, pause } from "./moves";
-export { type Fused, HELLO_TOKEN, type IdLine, NOT_RUN, checkStage, envProtocol, parseIdLine, statusLine } from "./protocol";
+export { type Fused, HELLO_TOKEN, HELLO_TRACE, type IdLine, NOT_RUN, checkStage, envProtocol, parseIdLine, statusLine } from "./protocol";
 export { type Handler } from "./runner";
 
 /** What main takes besides the handler; each defaults to the process's. */
@@ -105,11 +108,12 @@ export async function main(handler: Handler, opts: MainOptions = {}): Promise<nu
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
   try {
-    if (envProtocol() >= 2) {
+    const protocol = envProtocol();
+    if (protocol >= 2) {
       // First, before connecting: ids the dispatcher writes before it reads
       // the hello come without their tokens.
       try {
-        await write(HELLO_TOKEN + "\n");
+        await write((protocol >= 3 ? HELLO_TRACE : HELLO_TOKEN) + "\n");
       } catch (e) {
         log(`writing the hello line: ${oneLine(String(e))}`);
         return 1;

@@ -2,7 +2,9 @@
 
 import type { ClientBase, QueryResultRow } from "pg";
 
+import { inline } from "./inline";
 import { type Fused, checkStage } from "./protocol";
+import type { Queued } from "./sql";
 
 /** The pass's transaction: the client's query, which works only until the
  * handler's move is made (pg's ClientBase.query, every form of it). */
@@ -39,6 +41,7 @@ export interface Child {
 export interface MessageFields {
   id: bigint;
   token: bigint | null;
+  traceparent: string | null;
   stage: string;
   attempts: number;
   createdAt: Date;
@@ -61,6 +64,10 @@ export class Message {
   readonly id: bigint;
   /** The pass's token, null for a bare id (pepsi-worker(7), PASS TOKENS). */
   readonly token: bigint | null;
+  /** The W3C traceparent of the dispatcher's span of this pass, null when
+   * it sent none (TRACING off, or $PEPSI_PROTOCOL below 3): start the
+   * stage's own spans as its children. */
+  readonly traceparent: string | null;
   /** The stage it is running at. */
   readonly stage: string;
   /** Passes at this stage, this one included (1 the first time). */
@@ -79,11 +86,14 @@ export class Message {
 
   /** The stages fused() reported. */
   readonly fusedStages: Fused[] = [];
+  /** The statements queue() added, in order. */
+  readonly queued: Queued[] = [];
   private readonly tx: Tx;
 
   constructor(f: MessageFields, tx: Tx, signal: AbortSignal) {
     this.id = f.id;
     this.token = f.token;
+    this.traceparent = f.traceparent;
     this.stage = f.stage;
     this.attempts = f.attempts;
     this.createdAt = f.createdAt;
@@ -102,6 +112,16 @@ export class Message {
    * the dispatcher books it to that stage's statistics. */
   fused(stage: string, seconds: number): void {
     this.fusedStages.push({ stage, seconds });
+  }
+
+  /** Add a statement whose result the stage does not need to the pass's
+   * transaction: it runs after the handler returns, in the order queued,
+   * and goes out with the move and COMMIT in one round trip. Its values
+   * ($1, $2, …) are written in as literals, converted as pg converts
+   * parameters. An error in it fails the pass, rolled back whole. */
+  queue(text: string, values: readonly unknown[] = []): void {
+    inline(text, values); // a placeholder without a value is the handler's error, thrown here
+    this.queued.push({ text, values });
   }
 
   /** Make one child of the message, pending at stage, in the pass's

@@ -3,6 +3,9 @@
 /** The hello line that asks the dispatcher for pass tokens (protocol 2). */
 export const HELLO_TOKEN = "hello token";
 
+/** The hello line that asks for pass tokens and trace contexts (protocol 3). */
+export const HELLO_TRACE = "hello token trace";
+
 /** The status (and exit status) that says the database, not the message, failed. */
 export const NOT_RUN = 75;
 
@@ -11,10 +14,13 @@ const INT = /^[+-]?[0-9]+$/;
 const MAX_INT8 = (1n << 63n) - 1n;
 const MAX_STATUS = 60000; // bytes of a status line, well within the dispatcher's 64 KiB
 
-/** An id line: "ID" or "ID TOKEN" (null when the line had no token). */
+/** An id line: "ID", "ID TOKEN" or "ID TOKEN TRACEPARENT" (null for what
+ * the line did not have). */
 export interface IdLine {
   id: bigint;
   token: bigint | null;
+  /** The W3C traceparent of the dispatcher's span of the pass. */
+  traceparent: string | null;
 }
 
 /** Whether name is a stage name: 1 to 63 letters, digits, _ - or . */
@@ -27,9 +33,15 @@ export function quote(text: string): string {
   return JSON.stringify(text.slice(0, 64));
 }
 
-/** An id line's id and token; an Error naming what is wrong if it is bad. */
+/** An id line's id, token and traceparent; an Error naming what is wrong
+ * if it is bad. A traceparent, last on the line, is told from a token by
+ * its dashes. */
 export function parseIdLine(line: string): IdLine {
   const fields = line.trim().split(/\s+/).filter((f) => f !== "");
+  let traceparent: string | null = null;
+  if (fields.length > 1 && fields[fields.length - 1].indexOf("-") > 0) {
+    traceparent = fields.pop() ?? null;
+  }
   if (fields.length < 1 || fields.length > 2) {
     throw new Error(`id line ${quote(line)}: want ID or ID TOKEN`);
   }
@@ -40,7 +52,7 @@ export function parseIdLine(line: string): IdLine {
     }
     return n;
   });
-  return { id: nums[0], token: nums.length === 2 ? nums[1] : null };
+  return { id: nums[0], token: nums.length === 2 ? nums[1] : null, traceparent };
 }
 
 /** text on one line: its blanks and newlines collapsed. */

@@ -219,9 +219,9 @@ export class Runner {
 
   /** One id line's answer; null when the pass is to be left unanswered. */
   private async serve(line: string): Promise<Answer | null> {
-    let id: bigint, token: bigint | null;
+    let id: bigint, token: bigint | null, traceparent: string | null;
     try {
-      ({ id, token } = parseIdLine(line));
+      ({ id, token, traceparent } = parseIdLine(line));
     } catch {
       this.opts.log(`bad message id on stdin: ${quote(line)}`);
       return { code: 1, text: "bad message id " + quote(line), fused: [] };
@@ -241,7 +241,7 @@ export class Runner {
         if (conn === null || conn.lost) {
           throw new Error("database connection lost");
         }
-        return { code: 0, text: "", fused: await this.pass(conn, id, token) };
+        return { code: 0, text: "", fused: await this.pass(conn, id, token, traceparent) };
       } catch (e) {
         const why = reason(e);
         if (conn === null || (await this.lost(conn, e))) {
@@ -281,8 +281,9 @@ export class Runner {
     return conn.lost;
   }
 
-  /** A pass: BEGIN and the read, the handler, then the move and COMMIT. */
-  private async pass(conn: Conn, id: bigint, token: bigint | null): Promise<Fused[]> {
+  /** A pass: BEGIN and the read, the handler, then its queued statements,
+   * the move and COMMIT. */
+  private async pass(conn: Conn, id: bigint, token: bigint | null, traceparent: string | null): Promise<Fused[]> {
     const c = conn.client;
     const res = (await c.query(beginRead(id, token))) as unknown as QueryResult[];
     const row = res[1].rows[0] as ReadRow | undefined;
@@ -310,6 +311,7 @@ export class Runner {
       {
         id,
         token,
+        traceparent,
         stage: row.stage,
         attempts: row.attempts,
         createdAt: new Date(row.created_ms),
@@ -338,7 +340,7 @@ export class Runner {
       case "E":
         throw new PassError("a statement of the pass failed (the handler caught its error): its transaction is aborted");
     }
-    const done = (await c.query(moveCommit(move, id, token))) as unknown as QueryResult[];
+    const done = (await c.query(moveCommit(move, id, token, m.queued))) as unknown as QueryResult[];
     if (done[done.length - 1].command !== "COMMIT") {
       throw new PassError("the transaction was rolled back at COMMIT");
     }

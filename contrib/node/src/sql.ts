@@ -6,6 +6,7 @@
 
 import { escapeLiteral } from "pg";
 
+import { inline } from "./inline";
 import type { Move } from "./moves";
 
 /** The columns READ returns, all text but attempts and created_ms. */
@@ -54,11 +55,21 @@ function bytea(b: Buffer): string {
   return `decode('${b.toString("hex")}', 'hex')`;
 }
 
-/** The SQL API call that makes move for message id in the pass's
- * transaction, presenting the pass's token (NULL for a bare id), then
- * COMMIT, as one query string. */
-export function moveCommit(move: Move, id: bigint, token: bigint | null): string {
-  return `SELECT ${call(move, id, token)}; COMMIT`;
+/** A statement queued with the move (Message.queue), its values written in. */
+export interface Queued {
+  text: string;
+  values: readonly unknown[];
+}
+
+/** The statements queued with the move, then the SQL API call that makes
+ * move for message id in the pass's transaction, presenting the pass's
+ * token (NULL for a bare id), then COMMIT, as one query string. */
+export function moveCommit(move: Move, id: bigint, token: bigint | null, queued: readonly Queued[] = []): string {
+  let q = "";
+  for (const s of queued) {
+    q += inline(s.text, s.values) + "\n;\n"; // on a line of its own: a -- comment ends there
+  }
+  return `${q}SELECT ${call(move, id, token)}; COMMIT`;
 }
 
 function call(move: Move, id: bigint, token: bigint | null): string {

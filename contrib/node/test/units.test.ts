@@ -28,12 +28,16 @@ import {
 import { withDatabase } from "@pepsi/stage/testing";
 
 import { LineReader } from "../src/lines";
+import { inline } from "../src/inline";
 import { moveCommit } from "../src/sql";
 
 test("id lines", () => {
-  assert.deepEqual(parseIdLine("42"), { id: 42n, token: null });
-  assert.deepEqual(parseIdLine(" 42  9223372036854775807 "), { id: 42n, token: 9223372036854775807n });
-  for (const bad of ["", "0", "-1", "1 0", "1 2 3", "x", "1 y", "9223372036854775808", "1.5"]) {
+  const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  assert.deepEqual(parseIdLine("42"), { id: 42n, token: null, traceparent: null });
+  assert.deepEqual(parseIdLine(" 42  9223372036854775807 "), { id: 42n, token: 9223372036854775807n, traceparent: null });
+  assert.deepEqual(parseIdLine(`42 7 ${tp}`), { id: 42n, token: 7n, traceparent: tp });
+  assert.deepEqual(parseIdLine(`42 ${tp}`), { id: 42n, token: null, traceparent: tp });
+  for (const bad of ["", "0", "-1", "1 0", "1 2 3", "x", "1 y", "9223372036854775808", "1.5", tp, `1 2 3 ${tp}`]) {
     assert.throws(() => parseIdLine(bad), Error, bad);
   }
 });
@@ -86,6 +90,38 @@ test("move statements", () => {
   assert.equal(
     moveCommit(fail("it's a \\ and\0"), 1n, 9n),
     "SELECT pepsi.fail(1::int8,  E'it''s a \\\\ and\uFFFD'::text, 9::int8); COMMIT",
+  );
+});
+
+test("statements queued with the move: values written in", () => {
+  assert.equal(inline("SELECT $1, $2, $1", [1, "it's"]), "SELECT '1', 'it''s', '1'");
+  assert.equal(inline("SELECT $1", [null]), "SELECT NULL");
+  assert.equal(inline("SELECT $1", [undefined]), "SELECT NULL");
+  assert.equal(inline("SELECT $1::bytea", [Buffer.from("ab")]), "SELECT  E'\\\\x6162'::bytea");
+  assert.equal(inline("SELECT $1", [[1, "a", null]]), `SELECT '{"1","a",NULL}'`);
+  assert.equal(inline("SELECT $1", [{ a: "b" }]), `SELECT '{"a":"b"}'`);
+  assert.equal(inline("SELECT $1", [10n]), "SELECT '10'");
+  assert.equal(inline("SELECT $1", ["a\\b"]), "SELECT  E'a\\\\b'");
+  // Not placeholders: in quotes, identifiers, comments and dollar quotes.
+  const asIs = [
+    "SELECT '$1', 'it''s $1'",
+    `SELECT "a$1", "x""$1"`,
+    "SELECT E'\\'$1'",
+    "SELECT a$1 FROM t$1",
+    "SELECT 1 -- $1\n",
+    "SELECT /* $1 /* $2 */ $3 */ 1",
+    "SELECT $$ $1 $$, $q$ $2 $q$",
+  ];
+  for (const q of asIs) {
+    assert.equal(inline(q, []), q, q);
+  }
+  assert.equal(inline("SELECT '$1', $1 -- $2\n, $2", [1, 2]), "SELECT '$1', '1' -- $2\n, '2'");
+  assert.equal(inline("SELECT $tag$ $1 $tag$, $1", [5]), "SELECT $tag$ $1 $tag$, '5'");
+  assert.throws(() => inline("SELECT $2", [1]), /\$2 has no value: 1 given/);
+  assert.throws(() => inline("SELECT $1", ["a\0b"]), /value \$1 holds a NUL/);
+  assert.equal(
+    moveCommit(finish(), 1n, 9n, [{ text: "UPDATE t SET n = $1", values: [2] }]),
+    "UPDATE t SET n = '2'\n;\nSELECT pepsi.finish(1::int8, 9::int8); COMMIT",
   );
 });
 

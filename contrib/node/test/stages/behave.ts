@@ -14,9 +14,11 @@
 //   finish  finish() here
 //   print   console.log (which run makes a log line), then the default
 //   sync    the default at once, returned, not a promise, with no work
+//   qfail   queues a statement that fails (division by zero) with the move
 //
-// Every other pass does work: a row in test_work (id, stage, token, pid)
-// and a header STAGE = "node", in the pass's transaction. Marks
+// Every other pass does work: a row in test_work (id, stage, token, pid),
+// in the pass's transaction, and a header STAGE = "node", a statement
+// queued with the move (Message.queue). Marks
 // (test_marks) are committed at once, on a connection of their own.
 
 import { parseArgs } from "node:util";
@@ -78,10 +80,14 @@ async function work(m: Message, tx: Tx, act: string): Promise<Move> {
     m.token,
     process.pid,
   ]);
-  await tx.query("UPDATE pepsi.message SET headers = headers || jsonb_build_object($1::text, 'node') WHERE id = $2", [
+  // A -- comment and a '$9' in quotes, which are not placeholders.
+  m.queue("UPDATE pepsi.message SET headers = headers || jsonb_build_object($1::text, 'node') -- no $9\n WHERE id = $2 AND '$9' <> ''", [
     m.stage,
     m.id,
   ]);
+  if (act === "qfail") {
+    m.queue("SELECT 1 / $1::int", [0]);
+  }
   if (act === "kill" && !(await mark(m, "killed"))) {
     await tx.query("SELECT pg_terminate_backend(pg_backend_pid())");
   }
