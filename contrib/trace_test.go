@@ -266,7 +266,7 @@ func TestTraceDeadCollector(t *testing.T) {
 	took := time.Since(start)
 	p.Check()
 	lost := otlp.Dropped() - dropped
-	t.Logf("%d passes in %v (%.0f/s); %d spans dropped, %d handed to the SDK; heap in use %d MB before, %d MB at most",
+	t.Logf("%d passes in %v (%.0f/s); %d spans dropped, %d taken for export; heap in use %d MB before, %d MB at most",
 		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), lost, otlp.Handed(), before.HeapInuse>>20, peak>>20)
 	if lost == 0 {
 		t.Errorf("no span dropped with the collector dead")

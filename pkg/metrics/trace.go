@@ -7,7 +7,7 @@ import (
 )
 
 // The pass spans of a dispatcher with TRACING on (pkg/trace/otlp): those
-// handed to the OpenTelemetry SDK for export, and those dropped because
+// taken into a batch for export, and those dropped because
 // export could not keep up.
 var (
 	spansDropped = prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -16,6 +16,6 @@ var (
 	}, func() float64 { return float64(otlp.Dropped()) })
 	spansExported = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "pepsi_trace_spans_total",
-		Help: "Pass spans handed to the OpenTelemetry SDK for export (TRACING on).",
+		Help: "Pass spans taken into a batch for export over OTLP (TRACING on).",
 	}, func() float64 { return float64(otlp.Handed()) })
 )

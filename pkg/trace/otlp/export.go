@@ -1,6 +1,6 @@
 // Package otlp exports the dispatcher's pass spans over OTLP/HTTP with
-// the OpenTelemetry SDK, batched and bounded: the loop that emits them
-// never waits.
+// the OpenTelemetry SDK's exporter, batched and bounded: the loop that
+// emits them never waits.
 package otlp
 
 import (
@@ -9,53 +9,74 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// DefaultQueue is how many finished passes wait for the SDK at most;
-// more are dropped (Dropped).
+// DefaultQueue is how many finished passes wait for export at most,
+// unless OTEL_BSP_MAX_QUEUE_SIZE says otherwise; more are dropped
+// (Dropped).
 const DefaultQueue = 4096
 
-// dropped and exported count the pass spans dropped because the queue
-// was full, and those handed to the SDK, in this process.
+// dropped and handed count the pass spans dropped because the queue was
+// full, and those taken into a batch, in this process.
 var dropped, handed atomic.Uint64
 
 // Dropped returns how many spans were dropped in this process because
 // export could not keep up.
 func Dropped() uint64 { return dropped.Load() }
 
-// Handed returns how many spans were handed to the SDK in this process.
+// Handed returns how many spans were taken into a batch for export in
+// this process.
 func Handed() uint64 { return handed.Load() }
 
 // Options configures an Exporter.
 type Options struct {
 	Service string       // service.name unless OTEL_SERVICE_NAME says otherwise
-	Queue   int          // finished spans waiting for the SDK at most; 0: DefaultQueue
+	Queue   int          // finished spans waiting for export at most; 0: OTEL_BSP_MAX_QUEUE_SIZE, else DefaultQueue
 	Log     *slog.Logger // export errors, at most one line a minute; nil: slog.Default()
 }
 
 // Exporter sends pass spans over OTLP/HTTP, configured by the OTEL_*
 // environment variables. Emit never blocks: a span finds room in a
-// bounded queue or is dropped and counted; one goroutine hands the queue
-// to the SDK's batch span processor, which exports in batches.
+// bounded queue or is dropped and counted. One goroutine encodes the
+// queue's spans into batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, at least
+// every OTEL_BSP_SCHEDULE_DELAY) and sends each with the SDK's OTLP/HTTP
+// client, which keeps the OTEL_EXPORTER_OTLP_* settings, the retries and
+// the compression.
 type Exporter struct {
 	ch      chan Pass
-	bsp     sdktrace.SpanProcessor
-	res     *resource.Resource
-	scope   instrumentation.Scope
+	client  otlptrace.Client
+	errs    *logOnce
 	sampler sampler
-	done    chan struct{}
-	once    sync.Once
+
+	res      *resourcepb.Resource
+	schema   string
+	scope    *commonpb.InstrumentationScope
+	delay    time.Duration // OTEL_BSP_SCHEDULE_DELAY
+	timeout  time.Duration // OTEL_BSP_EXPORT_TIMEOUT
+	batchMax int           // OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+
+	enc   encoder
+	batch []byte // the batch's spans, ScopeSpans.spans fields
+	n     int    // spans in batch
+
+	stop context.Context // Shutdown's, for the last batch
+	done chan struct{}
+	once sync.Once
 }
 
 // Start makes an Exporter. It connects to nothing yet: a collector that
@@ -66,13 +87,13 @@ func Start(ctx context.Context, o Options) (*Exporter, error) {
 		return nil, err
 	}
 	if o.Queue <= 0 {
-		o.Queue = DefaultQueue
+		o.Queue = envInt("OTEL_BSP_MAX_QUEUE_SIZE", DefaultQueue)
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
+	client := otlptracehttp.NewClient()
+	if err := client.Start(ctx); err != nil {
 		return nil, err
 	}
 	host, _ := os.Hostname()
@@ -85,17 +106,45 @@ func Start(ctx context.Context, o Options) (*Exporter, error) {
 	if err != nil {
 		res = base
 	}
-	otel.SetErrorHandler(&logOnce{log: o.Log})
-	// The SDK's queue blocks its caller, the feeding goroutine, rather
-	// than drop in silence: the drops happen in Emit, where they are
-	// counted. Spans go to it as finished snapshots, not through a tracer:
-	// their ids, times and sampling are decided already, and a tracer's
-	// span would cost as much again.
-	bsp := sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBlocking())
-	e := &Exporter{ch: make(chan Pass, o.Queue), bsp: bsp, res: res, scope: instrumentation.Scope{Name: "github.com/pepsi-dev/pepsi"},
-		sampler: smp, done: make(chan struct{})}
-	go e.feed()
+	errs := &logOnce{log: o.Log}
+	otel.SetErrorHandler(errs)
+	e := &Exporter{ch: make(chan Pass, o.Queue), client: client, errs: errs, sampler: smp,
+		res: resourceProto(res), schema: res.SchemaURL(), scope: &commonpb.InstrumentationScope{Name: "github.com/pepsi-dev/pepsi"},
+		delay:    time.Duration(envInt("OTEL_BSP_SCHEDULE_DELAY", 5000)) * time.Millisecond,
+		timeout:  time.Duration(envInt("OTEL_BSP_EXPORT_TIMEOUT", 30000)) * time.Millisecond,
+		batchMax: envInt("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+		stop:     context.Background(), done: make(chan struct{})}
+	go e.run()
 	return e, nil
+}
+
+// envInt is the environment variable name as a positive number, or def
+// when it is unset or not one (as the SDK takes its OTEL_BSP_* settings).
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// resourceProto is res as OTLP's protobuf, made once.
+func resourceProto(res *resource.Resource) *resourcepb.Resource {
+	r := &resourcepb.Resource{}
+	for _, kv := range res.Attributes() {
+		v := &commonpb.AnyValue{}
+		switch kv.Value.Type() {
+		case attribute.BOOL:
+			v.Value = &commonpb.AnyValue_BoolValue{BoolValue: kv.Value.AsBool()}
+		case attribute.INT64:
+			v.Value = &commonpb.AnyValue_IntValue{IntValue: kv.Value.AsInt64()}
+		case attribute.FLOAT64:
+			v.Value = &commonpb.AnyValue_DoubleValue{DoubleValue: kv.Value.AsFloat64()}
+		default:
+			v.Value = &commonpb.AnyValue_StringValue{StringValue: kv.Value.String()}
+		}
+		r.Attributes = append(r.Attributes, &commonpb.KeyValue{Key: string(kv.Key), Value: v})
+	}
+	return r
 }
 
 // Begin returns the span context of a pass handed out now: in the
@@ -144,13 +193,47 @@ func (e *Exporter) Emit(p *Pass) {
 	}
 }
 
-// feed hands queued passes to the SDK, as spans with their own times and ids.
-func (e *Exporter) feed() {
+// run encodes queued passes into batches and exports each when it is
+// full or has waited the schedule's delay, until the queue is closed.
+func (e *Exporter) run() {
 	defer close(e.done)
-	for p := range e.ch {
-		e.bsp.OnEnd(p.stub(e.res, e.scope))
-		handed.Add(1)
+	tick := time.NewTicker(e.delay)
+	defer tick.Stop()
+	for {
+		select {
+		case p, ok := <-e.ch:
+			if !ok {
+				e.export(e.stop)
+				return
+			}
+			e.batch = e.enc.appendSpan(e.batch, &p)
+			e.n++
+			handed.Add(1)
+			if e.n >= e.batchMax {
+				e.export(context.Background())
+			}
+		case <-tick.C:
+			e.export(context.Background())
+		}
 	}
+}
+
+// export sends the batch, if it holds a span, within the export timeout
+// and ctx. The spans go as the raw spans field of one ScopeSpans, which
+// the client's protobuf marshalling writes out as it is.
+func (e *Exporter) export(ctx context.Context) {
+	if e.n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	ss := &tracepb.ScopeSpans{Scope: e.scope}
+	ss.ProtoReflect().SetUnknown(protoreflect.RawFields(e.batch))
+	rs := []*tracepb.ResourceSpans{{Resource: e.res, ScopeSpans: []*tracepb.ScopeSpans{ss}, SchemaUrl: e.schema}}
+	if err := e.client.UploadTraces(ctx, rs); err != nil {
+		e.errs.Handle(err)
+	}
+	e.batch, e.n = e.batch[:0], 0
 }
 
 // Shutdown exports what is queued and stops, giving up when ctx ends.
@@ -158,13 +241,14 @@ func (e *Exporter) feed() {
 func (e *Exporter) Shutdown(ctx context.Context) error {
 	var err error
 	e.once.Do(func() {
+		e.stop = ctx
 		close(e.ch)
 		select {
 		case <-e.done:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
-		err = errors.Join(err, e.bsp.Shutdown(ctx))
+		err = errors.Join(err, e.client.Stop(ctx))
 	})
 	return err
 }

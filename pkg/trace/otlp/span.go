@@ -1,15 +1,8 @@
 package otlp
 
 import (
-	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -60,55 +53,3 @@ const (
 // Name is the name of a pass span at stage: "process STAGE", as the
 // messaging conventions name a consumer's span.
 func Name(stage string) string { return "process " + stage }
-
-// stub returns p's span, with resource res and scope: what the SDK's span
-// processors take, made without a tracer (the ids, the times and the
-// sampling are decided already).
-func (p *Pass) stub(res *resource.Resource, scope instrumentation.Scope) sdktrace.ReadOnlySpan {
-	// Each attribute costs the export about a tenth of the span: a value
-	// another attribute or the name already gives, or a default, is left
-	// out (the stage is messaging.destination.name; priority 0 is none).
-	attrs := make([]attribute.KeyValue, 0, 13)
-	attrs = append(attrs,
-		attribute.String(attrSystem, "pepsi"),
-		attribute.String(attrOp, "process"),
-		attribute.String(attrDest, p.Stage),
-		attribute.String(attrMsgID, strconv.FormatInt(p.ID, 10)),
-		attribute.Int(attrAttempt, int(p.Attempt)),
-		attribute.Float64(attrWait, p.Waited),
-		attribute.String(attrResult, p.Result),
-	)
-	if p.Priority != 0 {
-		attrs = append(attrs, attribute.Int(attrPriority, int(p.Priority)))
-	}
-	if p.Keyed {
-		attrs = append(attrs, attribute.String(attrKey, p.Key))
-	}
-	if p.Move != "" {
-		attrs = append(attrs, attribute.String(attrMove, p.Move))
-	}
-	if p.Next != "" {
-		attrs = append(attrs, attribute.String(attrNext, p.Next))
-	}
-	if p.PID != 0 {
-		attrs = append(attrs, attribute.Int(attrPID, p.PID))
-	}
-	if p.Reason != "" {
-		attrs = append(attrs, attribute.String(attrReason, p.Reason))
-	}
-	s := tracetest.SpanStub{Name: Name(p.Stage), SpanContext: p.Span, SpanKind: trace.SpanKindConsumer,
-		StartTime: p.Start, EndTime: p.End, Attributes: attrs, Resource: res, InstrumentationScope: scope}
-	if p.Parent.IsValid() {
-		if p.Link {
-			s.Links = []sdktrace.Link{{SpanContext: p.Parent}}
-		} else {
-			s.Parent = p.Parent
-		}
-	}
-	switch p.Result {
-	case "ok", "notrun":
-	default:
-		s.Status = sdktrace.Status{Code: codes.Error, Description: p.Reason}
-	}
-	return s.Snapshot()
-}
