@@ -59,6 +59,9 @@ func (d *Dispatcher) startChore(now time.Time) {
 	}
 	var c chore
 	switch {
+	case d.stopping && d.lockless && d.tally.pending():
+		// Waiting for the lock, write what is counted already.
+		c = &statsWrite{flushes: d.tally.flushes(nil)}
 	case d.stopping && !d.readyToWrapUp():
 		return
 	case d.stopping && d.tally.pending():

@@ -101,6 +101,7 @@ type Dispatcher struct {
 	retryAt  time.Time // no queue work before this
 	backoff  backoff   // the wait before retryAt
 	lockless bool      // the lock session failed: no queue work until it is back with the lock
+	lockGone bool      // lockless, and the lock will not come back: another dispatcher has it
 	outage   outage    // what a database outage did to passes in flight
 	tracer   *tracer   // spans of passes; nil: TRACING off
 

@@ -54,7 +54,7 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 			d.obs.ListenerReconnect(reason(err))
 			d.goBackground(func() { d.relisten(lctx) })
 		case lis := <-d.relisen:
-			d.lockless = false
+			d.lockless, d.lockGone = false, false
 			d.goBackground(func() { d.listen(lctx, lis) })
 			d.woken()
 			d.orphansNow = true
@@ -63,6 +63,9 @@ func (d *Dispatcher) loop(ctx, lctx context.Context) error {
 		case err := <-d.fatal:
 			d.log.Error("stopping", "err", err)
 			fatal = err
+			// Lockless, the reconnect has given up: a stop must not wait
+			// for the lock any longer.
+			d.lockGone = d.lockless
 			d.beginStop()
 		case <-timer.C:
 		case <-done:

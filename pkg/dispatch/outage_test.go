@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,61 @@ func (b *bundle) checkAfterOutage() {
 		b.t.Errorf("settled %d (done %d + failed %d + paused %d + requeued %d + reset %d + cancelled %d) != claimed %d",
 			sum, g.Done, g.Failed, g.Paused, g.Requeued, g.Reset, g.Cancelled, g.Claimed)
 	}
+}
+
+// TestStopDuringOutage: the dispatcher is told to stop (as by SIGTERM)
+// while the server is down, and the server comes back within
+// SHUTDOWN_GRACE. The stop waits for the dispatcher's lock to come back,
+// settles what its workers answered and writes its statistics: no message
+// is left running for the next start to reset, and, once a second
+// dispatcher has finished the rest, every pass claimed is booked once.
+func TestStopDuringOutage(t *testing.T) {
+	c := newCluster(t)
+	c.durable()
+	t.Setenv("PEPSI_TEST_DSN", c.dsn)
+	b := setup(t, chaosWith("SHUTDOWN_GRACE = 30"), chaosStages("", "", "")...)
+	const total = 600
+	payloads := make([]string, total)
+	for i := range payloads {
+		payloads[i] = through("10ms")
+	}
+	b.enqueue("parse", payloads...)
+	b.start()
+	done := "SELECT count(*) FROM pepsi.state WHERE status = 'done'"
+	b.waitCount("progress", 2*time.Minute, total/4, done)
+	c.stopImmediate()
+	b.waitLog("listener: reconnect failed", 1, time.Minute)
+	b.cancel()
+	b.cancel = nil
+	c.start()
+	select {
+	case err := <-b.done:
+		if err != nil {
+			t.Errorf("dispatcher returned %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("dispatcher did not stop; logs:\n%s", b.logs)
+	}
+	logs := b.logs.String()
+	if strings.Contains(logs, "giving up") || strings.Contains(logs, "statistics of the last passes not written") {
+		t.Errorf("the stop gave up on its messages or its statistics; logs:\n%s", logs)
+	}
+	// The test's own pooled connections died with the server: count once
+	// a query goes through again.
+	var running int64
+	b.waitFor("a query after the restart", time.Minute, func() bool {
+		n, err := b.try64("SELECT count(*) FROM pepsi.state WHERE status = 'running'")
+		running = n
+		return err == nil
+	})
+	if running != 0 {
+		t.Errorf("%d messages left running", running)
+	}
+	if n := b.count("done"); n == total {
+		t.Error("everything finished before the stop: the test proves nothing")
+	}
+	// The next dispatcher finishes the rest; the statistics of both add up.
+	b.start()
+	b.waitSettledTolerant(3 * time.Minute)
+	b.checkAfterOutage()
 }

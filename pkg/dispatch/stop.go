@@ -27,11 +27,14 @@ func (d *Dispatcher) beginStop() {
 }
 
 // readyToWrapUp reports whether a stopping dispatcher may start its last
-// chores: every worker gone, every verdict settled (or, without the lock,
-// given up), no job in flight, and the services stopped (a retention batch
-// in flight ends first, so that what it deleted is counted).
+// chores: every worker gone, every verdict settled (or given up, the lock
+// being another dispatcher's now), no job in flight, and the services
+// stopped (a retention batch in flight ends first, so that what it deleted
+// is counted). A dispatcher told to stop during an outage waits, until
+// stopBy, for its lock to come back: its verdicts are then settled and
+// counted, not left running for the next start to reset as orphans.
 func (d *Dispatcher) readyToWrapUp() bool {
-	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (d.plan.unsettled() == 0 || d.lockless) && !d.maintaining
+	return !d.wrapped && d.workerCount() == 0 && !d.busy() && (d.plan.unsettled() == 0 || d.lockGone) && !d.maintaining
 }
 
 // stopped reports whether the loop may return: every worker gone and the
