@@ -26,24 +26,7 @@ func TestBrowserSearchCut(t *testing.T) {
 	ids := cutSearch(t, s)
 	acme := []int64{ids[4], ids[24]}
 
-	var out bytes.Buffer
-	actx, stopBrowser := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // root in CI
-		chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.CombinedOutput(&out),
-	)...)
-	defer stopBrowser()
-	browser, closeTab := chromedp.NewContext(actx)
-	defer closeTab()
-	c, cancel := context.WithTimeout(browser, 3*time.Minute) // Chromium starts slowly on a busy machine
-	defer cancel()
-	fatal := func(step string, err error) {
-		t.Helper()
-		t.Fatalf("%s: %v\nChromium said:\n%s", step, err, out.String())
-	}
+	c, fatal := headless(t, bin)
 
 	type note struct {
 		Text                     string
@@ -104,5 +87,32 @@ func TestBrowserSearchCut(t *testing.T) {
 		if err != nil || first != strconv.FormatInt(acme[0], 10) {
 			t.Errorf("at %s, two pages older the first message is %q (%v), want %d", vp.name, first, err, acme[0])
 		}
+	}
+}
+
+// headless starts Chromium (bin) for a test, at 1280 × 1000 px until a
+// test emulates another viewport, stopped when the test ends; fatal ends
+// the test with what Chromium said.
+func headless(t *testing.T, bin string) (c context.Context, fatal func(step string, err error)) {
+	t.Helper()
+	var out bytes.Buffer
+	actx, stopBrowser := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox, // root in CI
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.CombinedOutput(&out),
+	)...)
+	browser, closeTab := chromedp.NewContext(actx)
+	c, cancel := context.WithTimeout(browser, 3*time.Minute) // Chromium starts slowly on a busy machine
+	t.Cleanup(func() {
+		cancel()
+		closeTab()
+		stopBrowser()
+	})
+	return c, func(step string, err error) {
+		t.Helper()
+		t.Fatalf("%s: %v\nChromium said:\n%s", step, err, out.String())
 	}
 }
