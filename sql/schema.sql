@@ -401,6 +401,32 @@ BEGIN
     END IF;
 END $$;
 
+-- FUNCTION failure_counted()
+CREATE FUNCTION pepsi.failure_counted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        INSERT INTO pepsi.failure_delta (stage, reason, n)
+        VALUES (OLD.stage, regexp_replace(substr(coalesce(nullif(OLD.error, ''), nullif(OLD.dispatch_error, ''), '(none)'), 1, 250), '[0-9]+', 'N', 'g'), -1);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO pepsi.failure_delta (stage, reason, n)
+        VALUES (NEW.stage, regexp_replace(substr(coalesce(nullif(NEW.error, ''), nullif(NEW.dispatch_error, ''), '(none)'), 1, 250), '[0-9]+', 'N', 'g'), 1);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- FUNCTION failures_truncated()
+CREATE FUNCTION pepsi.failures_truncated() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM pepsi.failure_delta;
+    DELETE FROM pepsi.failure_groups;
+    RETURN NULL;
+END $$;
+
 -- FUNCTION fence(bigint, text[])
 CREATE FUNCTION pepsi.fence(p_token bigint, p_stages text[]) RETURNS void
     LANGUAGE plpgsql
@@ -435,6 +461,26 @@ CREATE FUNCTION pepsi.flow_key(p_value text) RETURNS text
     AS $$
     SELECT CASE WHEN octet_length(p_value) <= 256 THEN p_value ELSE 'md5:' || md5(p_value) END
 $$;
+
+-- FUNCTION fold_failures()
+CREATE FUNCTION pepsi.fold_failures() RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    WITH d AS (DELETE FROM pepsi.failure_delta RETURNING stage, reason, n),
+         s AS (SELECT stage, reason, sum(n) AS n FROM d GROUP BY 1, 2),
+         up AS (INSERT INTO pepsi.failure_groups AS g (stage, reason, n)
+                SELECT stage, reason, n FROM s
+                ON CONFLICT (stage, reason) DO UPDATE SET n = g.n + excluded.n
+                RETURNING 1)
+    SELECT count(*) INTO v_n FROM up;
+    IF v_n > 0 THEN
+        DELETE FROM pepsi.failure_groups WHERE n = 0;
+    END IF;
+    RETURN v_n;
+END $$;
 
 -- FUNCTION hold(bigint[])
 CREATE FUNCTION pepsi.hold(p_ids bigint[]) RETURNS bigint
@@ -901,6 +947,20 @@ CREATE TABLE pepsi.dispatch_stats (
     join_failed bigint DEFAULT 0 NOT NULL
 );
 
+-- TABLE failure_delta
+CREATE TABLE pepsi.failure_delta (
+    stage text NOT NULL,
+    reason text NOT NULL,
+    n integer NOT NULL
+);
+
+-- TABLE failure_groups
+CREATE TABLE pepsi.failure_groups (
+    stage text NOT NULL,
+    reason text NOT NULL,
+    n bigint NOT NULL
+);
+
 -- TABLE flow_keys
 CREATE TABLE pepsi.flow_keys (
     stage text NOT NULL,
@@ -1235,6 +1295,10 @@ ALTER TABLE ONLY pepsi.message ALTER COLUMN id SET DEFAULT nextval('pepsi.messag
 ALTER TABLE ONLY pepsi.dispatch_stats
     ADD CONSTRAINT dispatch_stats_pkey PRIMARY KEY (dispatcher);
 
+-- CONSTRAINT failure_groups failure_groups_pkey
+ALTER TABLE ONLY pepsi.failure_groups
+    ADD CONSTRAINT failure_groups_pkey PRIMARY KEY (stage, reason);
+
 -- CONSTRAINT flow_keys flow_keys_pkey
 ALTER TABLE ONLY pepsi.flow_keys
     ADD CONSTRAINT flow_keys_pkey PRIMARY KEY (stage);
@@ -1342,8 +1406,17 @@ CREATE INDEX state_done_parent_id_idx ON ONLY pepsi.state_done USING btree (pare
 -- INDEX state_done_default_parent_id_idx
 CREATE INDEX state_done_default_parent_id_idx ON pepsi.state_done_default USING btree (parent, id) WHERE (parent IS NOT NULL);
 
+-- INDEX state_failed_group
+CREATE INDEX state_failed_group ON pepsi.state_failed USING btree (regexp_replace(substr(COALESCE(NULLIF(error, ''::text), NULLIF(dispatch_error, ''::text), '(none)'::text), 1, 250), '[0-9]+'::text, 'N'::text, 'g'::text), stage, id);
+
+-- INDEX state_failed_group_at
+CREATE INDEX state_failed_group_at ON pepsi.state_failed USING btree (regexp_replace(substr(COALESCE(NULLIF(error, ''::text), NULLIF(dispatch_error, ''::text), '(none)'::text), 1, 250), '[0-9]+'::text, 'N'::text, 'g'::text) COLLATE "C", stage, updated_at, id);
+
 -- INDEX state_failed_parent_id_idx
 CREATE INDEX state_failed_parent_id_idx ON pepsi.state_failed USING btree (parent, id) WHERE (parent IS NOT NULL);
+
+-- INDEX state_failed_stage
+CREATE INDEX state_failed_stage ON pepsi.state_failed USING btree (stage, id);
 
 -- INDEX state_failed_updated
 CREATE INDEX state_failed_updated ON pepsi.state_failed USING btree (updated_at);
@@ -1404,6 +1477,15 @@ ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_failed_parent_id_idx
 
 -- INDEX ATTACH state_live_parent_id_idx
 ALTER INDEX pepsi.state_parent ATTACH PARTITION pepsi.state_live_parent_id_idx;
+
+-- TRIGGER state_failed failure_changed
+CREATE TRIGGER failure_changed AFTER UPDATE ON pepsi.state_failed FOR EACH ROW WHEN (((old.stage IS DISTINCT FROM new.stage) OR (old.error IS DISTINCT FROM new.error) OR (old.dispatch_error IS DISTINCT FROM new.dispatch_error))) EXECUTE FUNCTION pepsi.failure_counted();
+
+-- TRIGGER state_failed failure_entered
+CREATE TRIGGER failure_entered AFTER INSERT OR DELETE ON pepsi.state_failed FOR EACH ROW EXECUTE FUNCTION pepsi.failure_counted();
+
+-- TRIGGER state_failed failures_truncated
+CREATE TRIGGER failures_truncated AFTER TRUNCATE ON pepsi.state_failed FOR EACH STATEMENT EXECUTE FUNCTION pepsi.failures_truncated();
 
 -- TRIGGER message message_deleted
 CREATE TRIGGER message_deleted AFTER DELETE ON pepsi.message REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION pepsi.message_deleted();

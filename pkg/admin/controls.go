@@ -94,7 +94,7 @@ func (db *DB) PausedStages(ctx context.Context) ([]StagePause, error) {
 // resumed there since (pending since then: pepsi.state_pending's
 // updated_at), or enqueued since and not admitted yet.
 func (db *DB) PausedArrivals(ctx context.Context) (map[string]int64, error) {
-	return db.perStage(ctx, `SELECT p.stage,
+	return perStage(ctx, db.pool, `SELECT p.stage,
 		(SELECT count(*) FROM pepsi.state_live s WHERE s.stage = p.stage AND s.status = 'pending' AND s.updated_at > p.paused_at)
 		+ (SELECT count(*) FROM pepsi.ingress i WHERE i.stage = p.stage AND i.created_at > p.paused_at)
 		  FROM pepsi.paused_stages p`)

@@ -38,6 +38,21 @@ func chromium() string {
 	return ""
 }
 
+// needChromium is chromium(), or the test's end when there is none: a
+// failure under .ci/run (CI=true), which installs it, else a skip.
+func needChromium(t *testing.T) string {
+	t.Helper()
+	bin := chromium()
+	if bin == "" {
+		const msg = "no Chromium: the browser test needs it (apt-get install chromium; .ci/run installs it)"
+		if os.Getenv("CI") == "true" { // .ci/run has installed it: its absence is a failure
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
 // screenshotEnv names a file that also gets the overview's screenshot
 // (make screenshot: docs/dashboard.png for the README).
 const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
@@ -64,14 +79,7 @@ const screenshotEnv = "PEPSI_DASHBOARD_SCREENSHOT"
 // Purge…, a failed list's errors and a message's history on the first
 // screen.
 func TestBrowser(t *testing.T) {
-	bin := chromium()
-	if bin == "" {
-		const msg = "no Chromium: the browser test needs it (apt-get install chromium; .ci/run installs it)"
-		if os.Getenv("CI") == "true" { // .ci/run has installed it: its absence is a failure
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := needChromium(t)
 	t.Parallel()
 	s := newSite(t, siteOptions{users: true, actors: []string{"alice"}, stages: []string{"parse", "enrich", "deliver"}, noSampler: true,
 		options: withSchedules(t, browserConf)})

@@ -65,16 +65,19 @@ type Options struct {
 // Dashboard is the web dashboard: its Handler serves the pages, and Run
 // samples the statistics for the throughput charts.
 type Dashboard struct {
-	opts     Options
-	log      *slog.Logger
-	pages    *pages
-	samples  *sampler
-	counts   *countCache
-	standbys standbys
-	results  results
-	confirms confirmations
-	sampling atomic.Bool  // Run runs
-	viewed   atomic.Int64 // when a page was last asked for (Unix ns)
+	opts    Options
+	log     *slog.Logger
+	pages   *pages
+	samples *sampler
+	counts  *countCache
+	// countWait is how long a page waits for a count (countWait; 0: until
+	// it is in).
+	countWait time.Duration
+	standbys  standbys
+	results   results
+	confirms  confirmations
+	sampling  atomic.Bool  // Run runs
+	viewed    atomic.Int64 // when a page was last asked for (Unix ns)
 	// historyFailing: the charts' history could not be read or written
 	// (logged once until it can).
 	historyFailing bool
@@ -106,6 +109,8 @@ func New(opts Options) *Dashboard {
 		pages:   loadPages(),
 		samples: newSampler(opts.Window, opts.SampleEvery),
 		counts:  newCountCache(opts.Window),
+
+		countWait: countWait,
 	}
 }
 
@@ -191,12 +196,13 @@ func (d *Dashboard) historyFailed(err error) {
 
 // pageCounts returns the counts a page shows: while the sampler runs, it
 // counts every SampleEvery (done messages every doneMaxAge), and a page
-// counts only when it has not, for a while.
+// counts only when it has not, for a while, waiting countWait at most (the
+// counts may lack a part, see queueCounts).
 func (d *Dashboard) pageCounts(ctx context.Context, db *admin.DB) (queueCounts, error) {
 	if d.sampling.Load() {
-		return d.counts.get(ctx, db, 2*d.opts.SampleEvery, doneMaxAge+2*d.opts.SampleEvery)
+		return d.counts.count(ctx, db, 2*d.opts.SampleEvery, doneMaxAge+2*d.opts.SampleEvery, d.countWait)
 	}
-	return d.counts.get(ctx, db, min(d.opts.SampleEvery, 2*time.Second), doneMaxAge)
+	return d.counts.count(ctx, db, min(d.opts.SampleEvery, 2*time.Second), doneMaxAge, d.countWait)
 }
 
 // sessionStages is the stages to ask the dispatchers' sessions about: the

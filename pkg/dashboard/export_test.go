@@ -20,6 +20,26 @@ func (d *Dashboard) AddBacklog(at time.Time, pending map[string]int64) {
 	d.counts.addBacklog(at, pending)
 }
 
+// WaitForCounts makes a page wait for the counts it asks for however long
+// they take, rather than countWait at most.
+func (d *Dashboard) WaitForCounts() { d.countWait = 0 }
+
+// CountsIn waits until no count of the queue is in flight.
+func (d *Dashboard) CountsIn(ctx context.Context) error {
+	d.counts.mu.Lock()
+	job := d.counts.job
+	d.counts.mu.Unlock()
+	if job == nil {
+		return nil
+	}
+	select {
+	case <-job.over:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // ForgetCounts makes the next page count the queue itself, as it does
 // when the sampler has not (the first page after a start).
 func (d *Dashboard) ForgetCounts() { d.counts.invalidate() }

@@ -31,7 +31,7 @@ func family(ctx context.Context, db *admin.DB, page *messagePage) error {
 	page.KidsURL = queryOf("/messages", "parent", id)
 	for _, st := range queue.Statuses {
 		if n := c.ByStatus[st]; n > 0 {
-			page.Kids = append(page.Kids, cell{string(st), n, queryOf("/messages", "parent", id, "status", string(st))})
+			page.Kids = append(page.Kids, cell{Status: string(st), N: n, URL: queryOf("/messages", "parent", id, "status", string(st))})
 		}
 	}
 	res, err := db.Browse(ctx, admin.BrowseParams{Parent: m.ID, Limit: childrenShown})

@@ -366,10 +366,21 @@ func (d *Dashboard) total(ctx context.Context, db *admin.DB, page *messagesPage,
 		}
 		// A list of a stage's done messages is not counted either: no
 		// index holds their stage, and a count would read them all.
-		if n := c.n(p.Stage, p.Status); n > maxTotal || p.Unindexed() {
+		switch n := c.n(p.Stage, p.Status); {
+		case !c.known(p.Status) && p.Unindexed():
+			// Not counted yet (see pageCounts): the page's own rows,
+			// and more when there are older ones.
+			page.Total, page.TotalMore = int64(len(res.Rows)), res.Older
+			return nil
+		case !c.known(p.Status):
+			// Not counted yet: counted below, up to maxTotal.
+		case n > maxTotal || p.Unindexed():
 			page.Total = n
 			at := c.now // the server's clock at the count; done's may be older
-			if (p.Status == "" || p.Status == queue.Done) && c.doneAt.Before(c.at) {
+			switch {
+			case c.at.IsZero(): // done's, the live count not in yet: this clock's
+				at = c.doneAt
+			case (p.Status == "" || p.Status == queue.Done) && c.doneAt.Before(c.at):
 				at = c.now.Add(-c.at.Sub(c.doneAt))
 			}
 			page.TotalAt = &at

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -23,9 +24,11 @@ import (
 
 // stageRow is one stage of the overview.
 type stageRow struct {
-	Stage      string           `json:"stage"`
-	Configured bool             `json:"configured"` // pepsi.conf has a [stage-NAME] for it
-	Counts     map[string]int64 `json:"counts"`     // by status, every status present
+	Stage      string `json:"stage"`
+	Configured bool   `json:"configured"` // pepsi.conf has a [stage-NAME] for it
+	// Counts are by status, every status present but those still being
+	// counted (overviewPage.Counting).
+	Counts map[string]int64 `json:"counts"`
 	// OldestPending is how long the oldest pending message has waited,
 	// in seconds; 0 when none is pending.
 	OldestPending float64 `json:"oldest_pending_seconds"`
@@ -55,6 +58,9 @@ type stageRow struct {
 	Rate  string        `json:"-"` // the last bar's passes per second, "" when not sampled
 	// NoSection: pepsi.conf has stages, and none of them is this one.
 	NoSection bool `json:"-"`
+	// Counting: its live messages are still being counted (the oldest
+	// pending one's age with them).
+	Counting bool `json:"-"`
 }
 
 // failures is a stage's failed passes over a span, and its failed
@@ -76,9 +82,10 @@ type failures struct {
 
 // cell is one count of the overview with the list of its messages.
 type cell struct {
-	Status string
-	N      int64
-	URL    string
+	Status   string
+	N        int64
+	URL      string
+	Counting bool // not counted yet: the count is on its way
 }
 
 // banner is one thing the overview says is wrong.
@@ -118,6 +125,11 @@ type overviewPage struct {
 	ChartTop  float64            `json:"chart_top_per_second"`
 	CountedAt time.Time          `json:"counted_at"` // the counts' time (the server's clock)
 	DoneAt    time.Time          `json:"done_counted_at"`
+	// Counting are the statuses whose counts are not there yet: the first
+	// page after a quiet spell waits for a count a moment only (the done
+	// messages' take seconds at millions), and has them at its next
+	// refresh. Empty when every count is there.
+	Counting []queue.Status `json:"counting"`
 	// LeadStatuses are the statuses whose counts a stage's row shows
 	// first, RestStatuses the others, in their order.
 	LeadStatuses []queue.Status `json:"lead_statuses"`
@@ -155,6 +167,13 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		return
 	}
 	rest := restStatuses()
+	now := counts.now
+	if counts.at.IsZero() { // still counting
+		if now, err = db.Now(ctx); err != nil {
+			d.dbFailed(w, r, err)
+			return
+		}
+	}
 	page := overviewPage{
 		Totals:       map[string]int64{},
 		Unowned:      []string{},
@@ -164,10 +183,16 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		DoneAt:       counts.doneAt,
 		LeadStatuses: leadStatuses,
 		RestStatuses: rest,
+		Counting:     []queue.Status{},
+	}
+	for _, st := range queue.Statuses {
+		if !counts.known(st) {
+			page.Counting = append(page.Counting, st)
+		}
 	}
 
 	order := d.stageOrder(counts)
-	h, err := db.HealthOf(ctx, admin.HealthConfig{Stages: d.opts.Stages, StatsInterval: d.opts.StatsInterval, Also: order}, counts.live, counts.now)
+	h, err := db.HealthOf(ctx, admin.HealthConfig{Stages: d.opts.Stages, StatsInterval: d.opts.StatsInterval, Also: order}, counts.live, now)
 	if err != nil {
 		d.dbFailed(w, r, err)
 		return
@@ -190,7 +215,9 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		x := &stageRow{Stage: s, Counts: map[string]int64{}, Configured: slices.Contains(d.opts.Stages, s)}
 		x.NoSection = !x.Configured && len(d.opts.Stages) > 0
 		for _, st := range queue.Statuses {
-			x.Counts[string(st)] = 0
+			if counts.known(st) {
+				x.Counts[string(st)] = 0
+			}
 		}
 		rows[s] = x
 	}
@@ -260,9 +287,13 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 			x.Throughput[i].FailedMessages = n
 			x.Failures.Messages += n
 		}
-		x.Backlog = d.counts.trend(s, x.Counts[string(queue.Pending)], counts.at)
-		for _, st := range queue.Statuses {
-			page.Totals[string(st)] += x.Counts[string(st)]
+		if counts.known(queue.Pending) {
+			x.Backlog = d.counts.trend(s, x.Counts[string(queue.Pending)], counts.at)
+		} else {
+			x.Backlog, x.Counting = backlogTrend{Trend: "unknown"}, true
+		}
+		for st, n := range x.Counts {
+			page.Totals[st] += n
 		}
 		x.Lead, x.Rest = cells(s, x.Counts, leadStatuses), cells(s, x.Counts, rest)
 	}
@@ -284,15 +315,16 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, db *admin.D
 		}
 	}
 	page.Banners = d.banners(page, h, order)
-	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: refresh, Updated: counts.at, Page: page})
+	d.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Refresh: refresh, Updated: cmp.Or(counts.at, at), Page: page})
 }
 
 // cells are counts of stage ("": every stage) in the statuses given, with
-// their lists.
+// their lists; a status missing from counts is still being counted.
 func cells(stage string, counts map[string]int64, sts []queue.Status) []cell {
 	out := make([]cell, 0, len(sts))
 	for _, st := range sts {
-		out = append(out, cell{string(st), counts[string(st)], queryOf("/messages", "stage", stage, "status", string(st))})
+		n, ok := counts[string(st)]
+		out = append(out, cell{string(st), n, queryOf("/messages", "stage", stage, "status", string(st)), !ok})
 	}
 	return out
 }
@@ -318,6 +350,10 @@ func (d *Dashboard) banners(page overviewPage, h *admin.Health, order []string) 
 // bannerList is the banners, in the order of their kinds.
 func (d *Dashboard) bannerList(page overviewPage, h *admin.Health, order []string) []banner {
 	out := []banner{}
+	if slices.Contains(page.Counting, queue.Pending) {
+		out = append(out, banner{Kind: "counting", Severity: sevNotice, Text: "Counting the queue: its counts, and what they would warn of " +
+			"(running messages no dispatcher holds, messages no worker runs), are not in yet; the next refresh has them."})
+	}
 	if !h.DispatcherRuns() {
 		out = append(out, banner{Kind: "no_dispatcher", Severity: sevError, Text: "No dispatcher runs: no stage is owned, and nothing is claimed. Start pepsi dispatch."})
 	}

@@ -188,13 +188,12 @@ func TestSearchTimeout(t *testing.T) {
 	}
 }
 
-// TestSearchCut: a page of a search that runs out of its time budget
-// shows what it found in the part of its window it read, says how far
-// back it read and counts "or more"; its older link goes on from there,
-// and the page that reaches the window's start says nothing more.
-func TestSearchCut(t *testing.T) {
-	// Not parallel: it sets admin.SearchSlice and admin.SearchBudget.
-	s := newSite(t, siteOptions{stages: []string{"a"}})
+// cutSearch enqueues 30 messages at stage a, the 5th and the 25th with
+// the header tenant=acme, the others tenant=other, and returns their ids;
+// until the test ends, a page of a search reads one slice of 10 ids
+// (admin.SearchSlice, admin.SearchBudget: the test must not be parallel).
+func cutSearch(t *testing.T, s *site) []int64 {
+	t.Helper()
 	var ids []int64
 	for i := range 30 {
 		tenant := "other"
@@ -207,8 +206,21 @@ func TestSearchCut(t *testing.T) {
 		}
 		ids = append(ids, got[0])
 	}
-	defer func(n int64, d time.Duration) { admin.SearchSlice, admin.SearchBudget = n, d }(admin.SearchSlice, admin.SearchBudget)
-	admin.SearchSlice, admin.SearchBudget = 10, 0 // one slice of 10 ids a page
+	t.Cleanup(func(n int64, d time.Duration) func() {
+		return func() { admin.SearchSlice, admin.SearchBudget = n, d }
+	}(admin.SearchSlice, admin.SearchBudget))
+	admin.SearchSlice, admin.SearchBudget = 10, 0
+	return ids
+}
+
+// TestSearchCut: a page of a search that runs out of its time budget
+// shows what it found in the part of its window it read, says how far
+// back it read and counts "or more"; its older link goes on from there,
+// and the page that reaches the window's start says nothing more.
+func TestSearchCut(t *testing.T) {
+	// Not parallel: it sets admin.SearchSlice and admin.SearchBudget.
+	s := newSite(t, siteOptions{stages: []string{"a"}})
+	ids := cutSearch(t, s)
 	path := "/messages?header=tenant%3Dacme"
 	var pages [][]int64
 	for range 4 {

@@ -68,6 +68,9 @@ type siteOptions struct {
 	// noSampler leaves the dashboard's sampler off (its charts have only
 	// what the test adds).
 	noSampler bool
+	// countWait: a page waits for the counts countWait at most, as served;
+	// else (the tests' pages show every count) until they are in.
+	countWait bool
 }
 
 // ctx returns a context that ends with the test (or after two minutes).
@@ -153,6 +156,9 @@ func (s *site) start(o siteOptions) {
 		o.options(&opts)
 	}
 	dash := dashboard.New(opts)
+	if !o.countWait {
+		dash.WaitForCounts()
+	}
 	runCtx, stop := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() {

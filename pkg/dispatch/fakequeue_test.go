@@ -336,7 +336,8 @@ func (q *fakeQueue) Vacuum(context.Context, string) error { return q.check() }
 func (q *fakeQueue) Stalenesses(context.Context) ([]queue.Staleness, error) {
 	return nil, q.check()
 }
-func (q *fakeQueue) Analyze(context.Context, string) error { return q.check() }
+func (q *fakeQueue) Analyze(context.Context, string) error       { return q.check() }
+func (q *fakeQueue) FoldFailures(context.Context) (int64, error) { return 0, q.check() }
 
 func (q *fakeQueue) SweepJoins(context.Context, []string) ([]queue.Joined, error) {
 	return nil, q.check()

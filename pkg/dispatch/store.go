@@ -75,6 +75,7 @@ type vacuumStore interface {
 	Vacuum(ctx context.Context, table string) error
 	Stalenesses(ctx context.Context) ([]queue.Staleness, error)
 	Analyze(ctx context.Context, table string) error
+	FoldFailures(ctx context.Context) (int64, error)
 }
 
 // LockSession is the dispatcher's listener session: it holds the locks of

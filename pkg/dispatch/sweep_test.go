@@ -61,7 +61,8 @@ func TestRetention(t *testing.T) {
 // pepsi.state_live, and deleted messages (what the retention sweep does) in
 // pepsi.message_default; the dispatcher vacuums both itself (the test
 // server runs with autovacuum off, as this machine's does) and says so at
-// debug; it analyzes pepsi.state too. The ranges of message ids are dropped first, so that the messages
+// debug; it analyzes pepsi.state too, and folds the failure groups'
+// deltas. The ranges of message ids are dropped first, so that the messages
 // go to the default partition, as they do when no range is ahead.
 func TestVacuumSweep(t *testing.T) {
 	b := setup(t, fast+"\nVACUUM_INTERVAL = 0.2", "work\nPARALLELISM = 2\nQUEUE_LIMIT = 8")
@@ -92,6 +93,22 @@ func TestVacuumSweep(t *testing.T) {
 	b.waitFor("the analyze logged", time.Minute, func() bool {
 		return strings.Contains(b.logs.String(), `msg="analyzed pepsi.state"`)
 	})
+	// The vacuum service folds the failure groups' deltas into their
+	// sums (a group that sums to 0 goes).
+	if _, err := b.db.Pool.Exec(context.Background(), `INSERT INTO pepsi.failure_delta (stage, reason, n)
+		VALUES ('work', 'gone N', 1), ('work', 'gone N', -1), ('work', 'kept N', 1), ('work', 'kept N', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the failure groups' deltas folded", time.Minute, func() bool {
+		return b.int64("SELECT count(*) FROM pepsi.failure_delta") == 0
+	})
+	if n := b.int64("SELECT coalesce(sum(n), 0) FROM pepsi.failure_groups WHERE stage = 'work' AND reason = 'kept N'"); n != 2 ||
+		b.int64("SELECT count(*) FROM pepsi.failure_groups WHERE reason = 'gone N'") != 0 {
+		t.Errorf("folded: the group kept N has %d, or gone N is kept", n)
+	}
+	if _, err := b.db.Pool.Exec(context.Background(), `DELETE FROM pepsi.failure_groups WHERE reason = 'kept N'`); err != nil {
+		t.Fatal(err)
+	}
 	if n := b.int64("SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'pepsi.message_default'::regclass"); n != 0 {
 		t.Fatalf("pepsi.message_default vacuumed %d times before anything was deleted from it", n)
 	}

@@ -23,7 +23,8 @@ const (
 // every VACUUM_INTERVAL it reads the live and dead row counts of the
 // tables of queue.Vacuumed and vacuums a table when the rule says so (see
 // docs/design.md, "Vacuum"); then it keeps the tables' planner statistics
-// (analyzer).
+// (analyzer), and folds the failure groups' deltas into their sums
+// (queue.DB.FoldFailures).
 type vacuum struct {
 	startStop
 	store vacuumStore
@@ -59,8 +60,11 @@ func (v *vacuum) run(_, stop context.Context) {
 		if err == nil && v.an != nil {
 			err = v.an.check(stop)
 		}
+		if err == nil {
+			_, err = v.store.FoldFailures(stop)
+		}
 		if err != nil && stop.Err() == nil && !failing {
-			v.log.Warn("vacuum or analyze check failed; retrying at the next interval", "err", err)
+			v.log.Warn("vacuum, analyze or failure groups check failed; retrying at the next interval", "err", err)
 		}
 		failing = err != nil
 	}

@@ -15,11 +15,12 @@ type Churn struct {
 // Vacuumed are the tables the dispatcher vacuums: pepsi.state_live, which
 // every stage pass rewrites, pepsi.message_default, which the retention
 // sweep deletes from row by row, pepsi.ingress, each of whose rows is
-// deleted as it is admitted, and pepsi.history, whose rows go with their
-// messages and at the bound of 20 a message. The other partitions of
+// deleted as it is admitted, pepsi.history, whose rows go with their
+// messages and at the bound of 20 a message, and pepsi.failure_delta, which
+// FoldFailures empties every VACUUM_INTERVAL. The other partitions of
 // pepsi.state and pepsi.message are written once per row and dropped
 // whole.
-var Vacuumed = []string{"pepsi.state_live", "pepsi.message_default", "pepsi.ingress", "pepsi.history"}
+var Vacuumed = []string{"pepsi.state_live", "pepsi.message_default", "pepsi.ingress", "pepsi.history", "pepsi.failure_delta"}
 
 // TableChurn reads table's (one of Vacuumed) live and dead row counts from
 // the server's cumulative statistics (updated by each backend within a
