@@ -16,19 +16,8 @@ import (
 // message ends done, none failed, none left running, and the statistics
 // hold what an outage leaves exact (checkAfterOutage).
 func TestChaosOutageDefaults(t *testing.T) {
-	c := newCluster(t)
-	c.durable()
-	t.Setenv("PEPSI_TEST_DSN", c.dsn)
-	b := setup(t, chaosWith("MAX_RUNTIME = 20"), chaosStages("", "", "")...)
 	const total = 600
-	payloads := make([]string, total)
-	for i := range payloads {
-		payloads[i] = through("10ms")
-	}
-	b.enqueue("parse", payloads...)
-	b.start()
-	done := "SELECT count(*) FROM pepsi.state WHERE status = 'done'"
-	b.waitCount("progress", 2*time.Minute, total/4, done)
+	c, b := underWay(t, total, "MAX_RUNTIME = 20")
 	if n := b.count("done"); n == total {
 		t.Fatal("everything finished before the outage: the test proves nothing")
 	}
@@ -41,6 +30,25 @@ func TestChaosOutageDefaults(t *testing.T) {
 		t.Errorf("%d done, want %d", n, total)
 	}
 	b.checkAfterOutage()
+}
+
+// underWay starts a dispatcher of the chaos configuration (with settings)
+// on a cluster of its own, with total messages of 10 ms a pass through
+// three stages, and returns once a quarter of them are done.
+func underWay(t *testing.T, total int64, settings ...string) (*cluster, *bundle) {
+	t.Helper()
+	c := newCluster(t)
+	c.durable()
+	t.Setenv("PEPSI_TEST_DSN", c.dsn)
+	b := setup(t, chaosWith(settings...), chaosStages("", "", "")...)
+	payloads := make([]string, total)
+	for i := range payloads {
+		payloads[i] = through("10ms")
+	}
+	b.enqueue("parse", payloads...)
+	b.start()
+	b.waitCount("progress", 2*time.Minute, total/4, "SELECT count(*) FROM pepsi.state WHERE status = 'done'")
+	return c, b
 }
 
 // checkAfterOutage stops the dispatcher and checks the rows as
@@ -83,19 +91,8 @@ func (b *bundle) checkAfterOutage() {
 // is left running for the next start to reset, and, once a second
 // dispatcher has finished the rest, every pass claimed is booked once.
 func TestStopDuringOutage(t *testing.T) {
-	c := newCluster(t)
-	c.durable()
-	t.Setenv("PEPSI_TEST_DSN", c.dsn)
-	b := setup(t, chaosWith("SHUTDOWN_GRACE = 30"), chaosStages("", "", "")...)
 	const total = 600
-	payloads := make([]string, total)
-	for i := range payloads {
-		payloads[i] = through("10ms")
-	}
-	b.enqueue("parse", payloads...)
-	b.start()
-	done := "SELECT count(*) FROM pepsi.state WHERE status = 'done'"
-	b.waitCount("progress", 2*time.Minute, total/4, done)
+	c, b := underWay(t, total, "SHUTDOWN_GRACE = 30")
 	c.stopImmediate()
 	b.waitLog("listener: reconnect failed", 1, time.Minute)
 	b.cancel()
