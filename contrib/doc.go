@@ -3,7 +3,7 @@
 //
 //	go/stage       Go, on pkg/worker: one function and worker.Main
 //	shell/stage.sh POSIX sh and psql, calling the SQL API
-//	python/stage.py Python 3 on the package pepsi-stage (contrib/python, psycopg 3)
+//	python/stage.py Python 3 on the package pepsi-stage (contrib/python, psycopg2)
 //	node/example/stage.ts TypeScript on the package @pepsi/stage (contrib/node, pg)
 //
 // the demo pipeline that `make demo` runs (demo/), and the configuration

@@ -15,17 +15,17 @@ import (
 )
 
 // pythonInstall is how to install what the Python package needs, on Debian.
-const pythonInstall = "apt-get install -y python3-psycopg python3-pip python3-venv"
+const pythonInstall = "apt-get install -y python3-psycopg2 python3-pip python3-venv"
 
 // pythonVenv installs the package pepsi-stage (contrib/python) as its
 // README says, once per test binary: a copy of its sources, a virtualenv
-// that sees the distribution's packages (psycopg 3, pip, setuptools), and
+// that sees the distribution's packages (psycopg2, pip, setuptools), and
 // pip install --no-build-isolation --no-index, without PyPI. It returns the
 // virtualenv's python and the copy of the sources.
 func pythonVenv(t *testing.T) (python, src string) {
 	t.Helper()
-	need(t, "Debian's python3 with psycopg 3, pip and venv", pythonInstall,
-		"/usr/bin/python3", "-c", "import setuptools, psycopg, pip, venv")
+	need(t, "Debian's python3 with psycopg2, pip and venv", pythonInstall,
+		"/usr/bin/python3", "-c", "import setuptools, psycopg2, pip, venv")
 	dir := testkit.Make(t, "python-venv", func(dir string) error {
 		if err := os.CopyFS(filepath.Join(dir, "src"), os.DirFS("python")); err != nil {
 			return err
@@ -90,7 +90,9 @@ func TestPythonPackage(t *testing.T) {
 func TestPythonTypes(t *testing.T) {
 	t.Parallel()
 	need(t, "mypy", "apt-get install -y mypy", "mypy", "--version")
-	need(t, "Debian's python3 with psycopg 3", pythonInstall, "/usr/bin/python3", "-c", "import psycopg")
+	need(t, "Debian's python3 with psycopg2", pythonInstall, "/usr/bin/python3", "-c", "import psycopg2")
+	need(t, "psycopg2's types (typeshed)", "apt-get install -y python3-typeshed",
+		"/usr/bin/python3", "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('psycopg2-stubs') is None)")
 	if _, err := os.Stat("python/src/pepsi_stage/py.typed"); err != nil {
 		t.Errorf("the package ships no py.typed: %v", err)
 	}

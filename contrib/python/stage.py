@@ -9,8 +9,8 @@ It does exactly what contrib/go/stage and contrib/shell/stage.sh do:
   - otherwise advances the message to the stage given by --next, or
     finishes it when there is none.
 
-Install the package in a virtualenv that sees the distribution's psycopg 3
-(Debian: apt-get install python3-psycopg; see contrib/python/README.md):
+Install the package in a virtualenv that sees the distribution's psycopg2
+(Debian: apt-get install python3-psycopg2; see contrib/python/README.md):
 
     python3 -m venv --system-site-packages /opt/pepsi-stage
     /opt/pepsi-stage/bin/python -m pip install --no-build-isolation --no-index ./contrib/python

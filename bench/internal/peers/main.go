@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.work.RiverWorkers, "work-river-workers", 50, "realwork: River's MaxWorkers")
 	fs.IntVar(&o.work.RiverMaxConns, "work-river-max-conns", 12, "realwork: MaxConns of River's pgx pool")
 	fs.StringVar(&o.work.Python, "python", "", "realwork: a python3 with psycopg2 for the Python stage (default /usr/bin/python3, else python3; none: the Python stage is skipped)")
-	fs.StringVar(&o.work.KitSource, "python-kit", "contrib/python", "realwork: the Python package pepsi-stage to install into a virtualenv (with Debian's python3-psycopg) for its stage")
+	fs.StringVar(&o.work.KitSource, "python-kit", "contrib/python", "realwork: the Python package pepsi-stage to install into a virtualenv (with Debian's python3-psycopg2) for its stage")
 	fs.StringVar(&o.work.NodeKitSource, "node-kit", "contrib/node", "realwork: the TypeScript package @pepsi/stage to install (npm, with pg from the registry) for its stage")
 	fs.IntVar(&o.work.PgbenchSeconds, "pgbench-seconds", 10, "realwork: seconds of each pgbench ceiling")
 	fs.DurationVar(&o.work.RiverFetchCooldown, "work-river-fetch-cooldown", 2*time.Millisecond, "realwork: River's FetchCooldown (it also spaces InsertTx's NOTIFY)")

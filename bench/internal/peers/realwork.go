@@ -655,7 +655,7 @@ func kitNode(dir, src string) (string, string) {
 }
 
 // kitPython makes a virtualenv under dir that sees the distribution's
-// psycopg 3 and installs the package pepsi-stage from src (contrib/python)
+// psycopg2 and installs the package pepsi-stage from src (contrib/python)
 // into it, without PyPI, and returns its python; "" with why when it
 // cannot.
 func kitPython(dir, src string) (string, string) {
@@ -670,7 +670,7 @@ func kitPython(dir, src string) (string, string) {
 	for _, args := range [][]string{
 		{"/usr/bin/python3", "-m", "venv", "--system-site-packages", "--without-pip", venv},
 		{py, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-index", src},
-		{py, "-c", "import pepsi_stage, psycopg"},
+		{py, "-c", "import pepsi_stage, psycopg2"},
 	} {
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 			return "", fmt.Sprintf("%s: %v: %s", strings.Join(args, " "), err, out)

@@ -34,8 +34,8 @@ var (
 	// The same two in one round trip a pass (pepsi-worker(7) EXAMPLES).
 	workPlain1  = pepsiWork{kind: "plain-onetrip", label: "pepsi, plain pgx stage, one round trip (pgx.Batch of the two statements), defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	workPython1 = pepsiWork{kind: "python-onetrip", label: "pepsi, Python (psycopg2) stage, one round trip like contrib/python/onetrip.py, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
-	// The Python package (contrib/python, psycopg 3), as README shows a stage.
-	workKit = pepsiWork{kind: "python-kit", label: "pepsi, Python package pepsi-stage (psycopg 3) stage as README shows it, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
+	// The Python package (contrib/python, psycopg2), as README shows a stage.
+	workKit = pepsiWork{kind: "python-kit", label: "pepsi, Python package pepsi-stage (psycopg2) stage as README shows it, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 	// The TypeScript package (contrib/node, pg), as its README shows a stage.
 	workNodeKit = pepsiWork{kind: "node-kit", label: "pepsi, TypeScript package @pepsi/stage (pg) stage as its README shows it, defaults", parallelism: 4, queueLimit: 4, maxMessages: 1000}
 )

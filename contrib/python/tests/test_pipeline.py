@@ -19,7 +19,7 @@ TABLES = """CREATE TABLE test_work (id bigint, stage text, token bigint);
 
 
 def tables(p: Pipeline) -> None:
-    p.conn.execute(TABLES)
+    p.execute(TABLES)
 
 
 def stage(name: str, *args: str, **settings: str) -> Stage:
@@ -49,7 +49,7 @@ class TestPipeline(unittest.TestCase):
             payloads += [b"pya:fail", b"pya:raise", b"pya:pause", b"pya:print"]
             ids = p.enqueue("py", *payloads)
             p.wait_settled()
-            work = {(i, s) for i, s in p.conn.execute("SELECT id, stage FROM test_work").fetchall()}
+            work = {(i, s) for i, s in p.execute("SELECT id, stage FROM test_work").fetchall()}
             for mid, pl in zip(ids, payloads):
                 r = p.row(mid)
                 with self.subTest(payload=pl, id=mid):
@@ -98,12 +98,15 @@ class TestPipeline(unittest.TestCase):
 
     def test_sigterm(self) -> None:
         """SIGTERM mid-pass (the dispatcher stopping) ends the worker at
-        once: its work rolled back, the message not left running."""
-        with Pipeline([stage("py"), stage("pya", "--async")], dispatch={"SHUTDOWN_GRACE": "60"}) as p:
+        once, in the handler's own code or in a statement: its work rolled
+        back, the message not left running."""
+        # Two workers a stage, one message each.
+        stages = [Stage(s, program(BEHAVE, *a), parallelism=2, queue_limit=1) for s, a in (("py", ()), ("pya", ("--async",)))]
+        with Pipeline(stages, dispatch={"SHUTDOWN_GRACE": "60"}) as p:
             tables(p)
-            ids = p.enqueue("py", b"py:hang") + p.enqueue("pya", b"pya:hang")
-            p.wait_for("both passes hanging", 60, lambda: bool(p.one("SELECT count(*) FROM test_marks WHERE what = 'hanging'") == 2))
-            pids = [pid for (pid,) in p.conn.execute("SELECT pid FROM test_marks").fetchall()]
+            ids = p.enqueue("py", b"py:hang", b"py:sleep") + p.enqueue("pya", b"pya:hang", b"pya:sleep")
+            p.wait_for("four passes hanging", 60, lambda: bool(p.one("SELECT count(*) FROM test_marks WHERE what = 'hanging'") == 4))
+            pids = [pid for (pid,) in p.execute("SELECT pid FROM test_marks").fetchall()]
             start = time.monotonic()
             self.assertEqual(p.stop(), 0)
             took = time.monotonic() - start
@@ -127,7 +130,7 @@ class TestPipeline(unittest.TestCase):
                 Stage("sum", program(graph), queue_limit=4),
             ]
         ) as p:
-            p.conn.execute("CREATE TABLE test_joined (id bigint, n int, ok bool)")
+            p.execute("CREATE TABLE test_joined (id bigint, n int, ok bool)")
             sizes = [3, 0, 4, 1, 0, 9, 2]
             ids = p.enqueue("split", *[str(n).encode() for n in sizes])
             p.wait_settled()
@@ -135,7 +138,7 @@ class TestPipeline(unittest.TestCase):
                 with self.subTest(order=mid, items=n):
                     r = p.row(mid)
                     self.assertEqual((r.status, r.stage, r.dispatch_error), ("done", "sum", ""))
-                    self.assertEqual(p.conn.execute("SELECT n, ok FROM test_joined WHERE id = %s", (mid,)).fetchall(), [(n, True)])
+                    self.assertEqual(p.execute("SELECT n, ok FROM test_joined WHERE id = %s", (mid,)).fetchall(), [(n, True)])
                     done = p.one(
                         "SELECT count(*) FROM pepsi.state s JOIN pepsi.message m USING (id)"
                         " WHERE s.parent = %s AND s.status = 'done' AND m.headers->>'order' = %s",

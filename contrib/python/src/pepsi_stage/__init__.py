@@ -22,8 +22,8 @@ calls the handler with the Message and a cursor in that transaction, and
 then makes the move it returns with the SQL API (pepsi.advance,
 pepsi.finish, pepsi.pause, pepsi.fail, pepsi.join) and commits, before the answer "0".
 Statements the handler queued (Message.queue), the move and COMMIT go out
-in one round trip, in psycopg's pipeline mode, with the next message's
-BEGIN and read when its id has come already.
+in one round trip, as one string of statements with their parameters in
+it, with the next message's BEGIN and read when its id has come already.
 
 A handler that raises rolls the pass back and answers "1 # reason". A lost
 connection answers 75 (the message is put back, not counted) and exits 75.
@@ -40,30 +40,31 @@ children in the pass's transaction, and the move Join(stage) parks the
 message until every child has ended; the dispatcher then hands it to stage,
 where Message.children reads what they left (Finish(result=...)).
 
-An async def handler gets a psycopg.AsyncCursor and runs on an asyncio
-event loop, with an AsyncConnection. run_one_trip serves a handler whose
-work is only queued statements, each pass in one round trip with no read.
+The database driver is psycopg2, and the handler's cursor psycopg2's. An
+async def handler runs on an asyncio event loop and gets an AsyncCursor,
+whose statements run on a thread of their own and are awaited.
+run_one_trip serves a handler whose work is only queued statements, each
+pass in one round trip with no read.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
 import os
 import signal
 import sys
+import threading
 from typing import Any, NoReturn, overload
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
+import psycopg2
+import psycopg2.extensions as ext
 
-from ._async import AsyncCursor, AsyncHandler, AsyncRunner
-from ._async import behind_pooler as _async_behind_pooler
+from ._acursor import AsyncCursor
 from ._config import ConfigError, config_arg, resolve_dsn
+from ._db import Cursor, connect, keep_cancelling, one_line
+from ._log import Log
 from ._message import MAX_RESULT, Advance, Child, Fail, Finish, Join, Message, Move, Pause
 from ._protocol import HELLO_TOKEN, HELLO_TRACE, NOT_RUN, LineReader, Writer, env_protocol
-from ._sync import Cursor, Handler, OneTripHandler, SyncRunner, behind_pooler
+from ._sync import AsyncHandler, Handler, OneTripHandler, SyncRunner
 
 __all__ = [
     "Advance",
@@ -95,28 +96,31 @@ def _raise_stop(signum: int, frame: object) -> None:
     raise _Stop()
 
 
-def _logger(name: str) -> logging.Logger:
-    log = logging.getLogger("pepsi_stage")
-    if not log.handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter(name + ": %(levelname)s %(message)s"))
-        log.addHandler(h)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-    return log
+def _is_async(handler: object) -> bool:
+    """Whether handler is an async def function (or a functools.partial of
+    one). Not inspect.iscoroutinefunction: a stage that is not async imports
+    neither inspect nor asyncio, and starts sooner."""
+    while hasattr(handler, "func") and hasattr(handler, "args"):
+        handler = handler.func
+    code = getattr(handler, "__code__", None)
+    return bool(getattr(code, "co_flags", 0) & 0x80)  # CO_COROUTINE
 
 
-def _connect_args(dsn: str, app: str) -> dict[str, Any]:
-    """psycopg.connect's keyword arguments: application_name unless the DSN
-    names one."""
-    try:
-        named = "application_name" in conninfo_to_dict(dsn)
-    except psycopg.Error:
-        named = False
-    kw: dict[str, Any] = {"autocommit": True}
-    if not named:
-        kw["application_name"] = app
-    return kw
+def _cancel_on_stop(conn: ext.connection) -> None:
+    """Cancel the statement running on conn when SIGTERM or SIGINT comes.
+    psycopg2 waits for a statement in C, where Python's handler of the
+    signal cannot run until it returns; the signal's wakeup byte wakes a
+    thread that cancels it, and the handler then stops the program."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+
+    def watch() -> None:
+        while os.read(r, 1)[0] not in (signal.SIGTERM, signal.SIGINT):
+            pass  # another signal a handler of the stage's own catches
+        keep_cancelling(conn)
+
+    threading.Thread(target=watch, name="pepsi-stop", daemon=True).start()
 
 
 def _protocol_fd() -> int:
@@ -144,7 +148,7 @@ def main(handler: Handler | AsyncHandler, *, argv: list[str] | None = None) -> i
 
 def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
     name = os.path.basename(sys.argv[0] or "pepsi-stage")
-    log = _logger(name)
+    log = Log(name)
     try:
         dsn = resolve_dsn(config_arg(sys.argv[1:] if argv is None else argv))
     except ConfigError as e:
@@ -160,18 +164,21 @@ def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
             # First, before connecting: ids the dispatcher writes before it
             # reads the hello come without their tokens.
             out.write((HELLO_TRACE if env_protocol() >= 3 else HELLO_TOKEN).encode() + b"\n")
-        kw = _connect_args(dsn, "pepsi-worker " + (stage or name))
-        if inspect.iscoroutinefunction(handler):
-            return asyncio.run(_amain(handler, dsn, kw, stage, log, reader, out))
+        app = "pepsi-worker " + (stage or name)
         try:
-            conn = psycopg.connect(dsn, **kw)
-        except psycopg.Error as e:
-            log.error("connect to database: %s", " ".join(str(e).split()))
+            conn = connect(dsn, app)
+        except psycopg2.Error as e:
+            log.error("connect to database: %s", one_line(e))
             return NOT_RUN
-        with conn:
-            if behind_pooler(conn):
-                conn.prepare_threshold = None
+        try:
+            if _is_async(handler):
+                from ._async import serve
+
+                return serve(conn, handler, stage, log, reader, out)
+            _cancel_on_stop(conn)
             return SyncRunner(conn, handler, stage, log, one_trip).loop(reader, out)
+        finally:
+            conn.close()
     except _Stop:
         return 0  # the message in hand is rolled back by the server, unanswered
     except OSError as e:
@@ -180,32 +187,6 @@ def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
     finally:
         signal.signal(signal.SIGTERM, prev)
         signal.signal(signal.SIGINT, prev_int)
-
-
-async def _amain(
-    handler: AsyncHandler, dsn: str, kw: dict[str, Any], stage: str, log: logging.Logger, reader: LineReader, out: Writer
-) -> int:
-    # SIGTERM cancels this task: whatever it awaits raises CancelledError.
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    assert task is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        conn = await psycopg.AsyncConnection.connect(dsn, **kw)
-    except psycopg.Error as e:
-        log.error("connect to database: %s", " ".join(str(e).split()))
-        return NOT_RUN
-    except asyncio.CancelledError:
-        return 0
-    try:
-        if await _async_behind_pooler(conn):
-            conn.prepare_threshold = None
-        return await AsyncRunner(conn, handler, stage, log).loop(reader, out)
-    except asyncio.CancelledError:
-        return 0  # the message in hand is rolled back by the server, unanswered
-    finally:
-        conn.pgconn.finish()  # no await: stop at once
 
 
 @overload

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Awaitable, Union, overload
 
-import psycopg
-from psycopg.abc import Params, Query
+import psycopg2.extensions as ext
 
+from ._acursor import AsyncCursor
+from ._db import Params, Query, mogrify
 from ._protocol import check_stage
 
 
@@ -129,7 +130,7 @@ class Message:
     @overload
     def spawn(
         self,
-        cur: psycopg.Cursor[Any],
+        cur: ext.cursor,
         stage: str,
         payload: bytes = b"",
         *,
@@ -140,7 +141,7 @@ class Message:
     @overload
     def spawn(
         self,
-        cur: psycopg.AsyncCursor[Any],
+        cur: AsyncCursor,
         stage: str,
         payload: bytes = b"",
         *,
@@ -161,7 +162,7 @@ class Message:
     ) -> None: ...
     def spawn(
         self,
-        cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None,
+        cur: ext.cursor | AsyncCursor | None,
         stage: str,
         payload: bytes = b"",
         *,
@@ -183,12 +184,12 @@ class Message:
 
     @overload
     def spawn_many(
-        self, cur: psycopg.Cursor[Any], stage: str, payloads: list[bytes], *, headers: dict[str, str] | None = None, priority: int = 0
+        self, cur: ext.cursor, stage: str, payloads: list[bytes], *, headers: dict[str, str] | None = None, priority: int = 0
     ) -> int: ...
     @overload
     def spawn_many(
         self,
-        cur: psycopg.AsyncCursor[Any],
+        cur: AsyncCursor,
         stage: str,
         payloads: list[bytes],
         *,
@@ -201,7 +202,7 @@ class Message:
     ) -> None: ...
     def spawn_many(
         self,
-        cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None,
+        cur: ext.cursor | AsyncCursor | None,
         stage: str,
         payloads: list[bytes],
         *,
@@ -216,17 +217,18 @@ class Message:
         return _one(cur, SPAWN_MANY, params, self)
 
     @overload
-    def children(self, cur: psycopg.Cursor[Any]) -> list[Child]: ...
+    def children(self, cur: ext.cursor) -> list[Child]: ...
     @overload
-    def children(self, cur: psycopg.AsyncCursor[Any]) -> Awaitable[list[Child]]: ...
-    def children(self, cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> list[Child] | Awaitable[list[Child]]:
+    def children(self, cur: AsyncCursor) -> Awaitable[list[Child]]: ...
+    def children(self, cur: ext.cursor | AsyncCursor) -> list[Child] | Awaitable[list[Child]]:
         """The message's children, in the order they were spawned, read in
         the pass's transaction: what a join stage reads of its fan-out
         (pepsi.children). With an async cursor, await it."""
-        if isinstance(cur, psycopg.AsyncCursor):
+        if isinstance(cur, AsyncCursor):
             return _achildren(cur, self.id)
         with cur.connection.cursor() as c:
-            return [Child(*r) for r in c.execute(CHILDREN, (self.id,)).fetchall()]
+            c.execute(CHILDREN, (self.id,))
+            return [_child(r) for r in c.fetchall()]
 
 
 # The SQL API's graph calls (sql/functions/30_graph.sql); a NULL token is a
@@ -242,33 +244,36 @@ def _headers(headers: dict[str, str] | None) -> str | None:
 
 
 def _one(
-    cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None, sql: Query, params: tuple[Any, ...], m: Message
+    cur: ext.cursor | AsyncCursor | None, sql: Query, params: tuple[Any, ...], m: Message
 ) -> int | Awaitable[int] | None:
     """The number sql returns, run on cur (awaitable for an async cursor),
     or sql queued with m's move when cur is None."""
     if cur is None:
         m.queue(sql, params)
         return None
-    if isinstance(cur, psycopg.AsyncCursor):
+    if isinstance(cur, AsyncCursor):
         return _aone(cur, sql, params)
     with cur.connection.cursor() as c:
-        row = c.execute(sql, params).fetchone()
+        c.execute(sql, params)
+        row = c.fetchone()
     assert row is not None
     return int(row[0])
 
 
-async def _aone(cur: psycopg.AsyncCursor[Any], sql: Query, params: tuple[Any, ...]) -> int:
-    async with cur.connection.cursor() as c:
-        await c.execute(sql, params)
-        row = await c.fetchone()
+async def _aone(cur: AsyncCursor, sql: Query, params: tuple[Any, ...]) -> int:
+    row = await (await cur.sibling().execute(sql, params)).fetchone()
     assert row is not None
     return int(row[0])
 
 
-async def _achildren(cur: psycopg.AsyncCursor[Any], mid: int) -> list[Child]:
-    async with cur.connection.cursor() as c:
-        await c.execute(CHILDREN, (mid,))
-        return [Child(*r) for r in await c.fetchall()]
+async def _achildren(cur: AsyncCursor, mid: int) -> list[Child]:
+    c = await cur.sibling().execute(CHILDREN, (mid,))
+    return [_child(r) for r in await c.fetchall()]
+
+
+def _child(r: tuple[Any, ...]) -> Child:
+    """A row of CHILDREN as a Child."""
+    return Child(r[0], r[1], r[2], r[3], None if r[4] is None else bytes(r[4]), r[5])
 
 
 class PassError(Exception):
@@ -336,11 +341,27 @@ READ = """SELECT s.stage, s.status, s.attempts, s.pass, m.created_at, m.headers,
  WHERE s.id = %s::int8"""
 READ_LOCKED = READ + " FOR UPDATE OF s"
 EXPLAIN = "SELECT status, stage FROM pepsi.state WHERE id = %s::int8"
+OPEN = "SELECT status = 'running' AND pass = %s::int8 FROM pepsi.state WHERE id = %s::int8"
+"""Whether a pass is still open: no move of its has committed."""
 
 
-def read_sql(token: int | None) -> Query:
-    """The read of a pass's message in its transaction."""
-    return READ if token is not None else READ_LOCKED
+def begin_read(token: int | None) -> str:
+    """BEGIN and the read of a pass's message, one string."""
+    return "BEGIN; " + (READ if token is not None else READ_LOCKED)
+
+
+def end_pass(cur: ext.cursor, m: Message, move: Move, nxt: tuple[int, int | None] | None) -> bytes:
+    """One string for the end of a pass: m's queued statements, the move and
+    COMMIT; then, given the next id line (whose message has a token), BEGIN
+    and its message's read, whose row is the string's result."""
+    parts = [mogrify(cur, q, p) for q, p in m.queued]
+    sql, args = move_statement(move, m)
+    parts.append(mogrify(cur, sql, args))
+    parts.append(b"COMMIT")
+    if nxt is not None:
+        parts.append(b"BEGIN")
+        parts.append(mogrify(cur, READ, (nxt[0],)))
+    return b";\n".join(parts)
 
 
 def scan(m: Message, row: tuple[Any, ...] | None) -> bool:

@@ -1,20 +1,18 @@
-"""The runner of a handler that is a plain function, on psycopg.Connection."""
+"""The runner of a handler that is a plain function, on a psycopg2 connection."""
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Callable
+from typing import Awaitable, Callable
 
-import psycopg
-from psycopg.pq import TransactionStatus
-from psycopg.rows import TupleRow
+import psycopg2
+import psycopg2.extensions as ext
 
 from . import _message as msg
+from ._acursor import AsyncCursor
+from ._db import INTRANS, TRANSIENT, Cursor, lost, one_line, rollback
+from ._log import Log
 from ._message import Message, Move, PassError
 from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line, trace_of
-
-Cursor = psycopg.Cursor[TupleRow]
-"""The cursor a handler does its work with, in the pass's transaction."""
 
 Handler = Callable[[Message, Cursor], Move]
 """A stage: does the work for one message with the cursor, says its move."""
@@ -22,20 +20,114 @@ Handler = Callable[[Message, Cursor], Move]
 OneTripHandler = Callable[[Message], Move]
 """A one-trip stage: queues its work (Message.queue), says its move."""
 
+AsyncHandler = Callable[[Message, AsyncCursor], Awaitable[Move]]
+"""An async stage: does the work for one message with the cursor, says its move."""
+
 MAX_PASSES = 3  # tries of a message whose pass hits a serialization failure or deadlock
-TRANSIENT = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
 
-class ConnectionLost(Exception):
-    """The database connection is gone: answered 75, and the program exits 75."""
+class Passes:
+    """The statements of a pass, shared by the plain and the async runner:
+    the read, the end (queued statements, move, COMMIT, and the next
+    message's BEGIN and read when its id has come), one string each, so
+    that each is one round trip."""
+
+    def __init__(self, conn: ext.connection, stage: str) -> None:
+        self.conn, self.stage = conn, stage
+        self.cur = conn.cursor()  # the package's own statements
+        self.next: Message | None = None  # read in a transaction begun with the last COMMIT
+
+    def lost(self) -> bool:
+        """Whether the connection is gone for good."""
+        return lost(self.conn)
+
+    def rollback(self) -> None:
+        """End the transaction open on the connection, if any."""
+        rollback(self.conn, self.cur)
+
+    def drop_next(self) -> None:
+        """Roll back the transaction begun for a message not served."""
+        if self.next is not None:
+            self.next = None
+            self.rollback()
+
+    def begin(self, mid: int, token: int | None) -> Message:
+        """Open the pass's transaction and read its message, or take the one
+        the last COMMIT opened for it."""
+        m, self.next = self.next, None
+        if m is not None and m.id == mid and m.token == token:
+            return m
+        self.rollback()
+        m = Message(mid, token, self.stage)
+        self.cur.execute(msg.begin_read(token), (mid,))
+        if not msg.scan(m, self.cur.fetchone()):
+            self.cur.execute(msg.EXPLAIN, (mid,))
+            raise msg.explain(m, self.cur.fetchone())
+        return m
+
+    def check_open(self) -> None:
+        """PassError if the handler ended the pass's transaction."""
+        if self.conn.get_transaction_status() != INTRANS:
+            raise PassError("the handler ended the pass's transaction (it is committed with the move)")
+
+    def end(self, m: Message, move: Move, reader: LineReader) -> None:
+        """Make the move and commit, in one round trip with m's queued
+        statements and, when the next id line has come with a token, that
+        message's BEGIN and read. An error raised is the pass's: the pass
+        did not commit (it is rolled back)."""
+        nxt = reader.peek() if m.token is not None else None
+        if nxt is not None and nxt[1] is None:
+            nxt = None  # a bare id's read locks: it is made in its own pass
+        try:
+            self.cur.execute(msg.end_pass(self.cur, m, move, nxt))
+        except Exception as e:
+            if nxt is not None and isinstance(e, psycopg2.Error) and not self.lost() and not self.still_open(m):
+                return  # committed; the next read failed, and is made again when served
+            self.rollback()
+            raise
+        if nxt is not None:
+            n = Message(nxt[0], nxt[1], self.stage)
+            try:
+                if msg.scan(n, self.cur.fetchone()):
+                    self.next = n
+            except PassError:
+                pass
+        if self.next is None:
+            self.rollback()
+
+    def still_open(self, m: Message) -> bool:
+        """After an error in a string that held COMMIT and the next read:
+        whether m's pass is still open, that is the error came before COMMIT
+        and nothing of the pass committed. The transaction is rolled back."""
+        self.rollback()
+        self.cur.execute(msg.OPEN, (m.token, m.id))
+        row = self.cur.fetchone()
+        return row is not None and row[0] is True
+
+    def one_trip(self, m: Message, move: Move) -> None:
+        """BEGIN, m's queued statements, the move and COMMIT in one round
+        trip. The move's UPDATE locks the queue row and refuses a message no
+        longer running (this pass), which rolls the work back with it."""
+        try:
+            self.cur.execute(b"BEGIN;\n" + msg.end_pass(self.cur, m, move, None))
+        except Exception:
+            self.rollback()
+            raise
 
 
-def behind_pooler(conn: psycopg.Connection[Any]) -> bool:
-    """Whether conn is not PostgreSQL's own session: the server process that
-    runs its statements is not the one whose key it got at start-up (a
-    pooler sends a key of its own). There statements must not be prepared."""
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    return row is None or row[0] != conn.info.backend_pid
+def answer(log: Log, mid: int, e: Exception, lost: bool, last: bool) -> tuple[int, str] | None:
+    """The answer to a pass that raised e, None to run it again."""
+    reason = str(e) or type(e).__name__
+    if lost:
+        log.error("message %d not run: database connection lost: %s", mid, one_line(e))
+        return NOT_RUN, "database connection lost: " + reason
+    if isinstance(e, TRANSIENT) and not last:
+        log.warning("message %d: %s; running it again", mid, one_line(e))
+        return None
+    if not isinstance(e, (PassError, psycopg2.Error)):
+        reason = f"{type(e).__name__}: {reason}"
+    log.error("message %d failed: %s", mid, " ".join(reason.split()))
+    return 1, reason
 
 
 class SyncRunner:
@@ -43,17 +135,14 @@ class SyncRunner:
 
     def __init__(
         self,
-        conn: psycopg.Connection[Any],
+        conn: ext.connection,
         handler: Handler | OneTripHandler,
         stage: str,
-        log: logging.Logger,
+        log: Log,
         one_trip: bool = False,
     ) -> None:
         self.conn, self.handler, self.stage, self.log, self.one_trip = conn, handler, stage, log, one_trip
-        self.cur = conn.cursor()  # BEGIN, queued statements, moves
-        self.commit_cur = conn.cursor()  # COMMIT, whose tag says whether it committed
-        self.read_cur = conn.cursor(binary=True)  # the reads of messages
-        self.next: Message | None = None  # read in a transaction begun with the last COMMIT
+        self.passes = Passes(conn, stage)
         self.traceparent: str | None = None  # the id line's being served
 
     def loop(self, reader: LineReader, out: Writer) -> int:
@@ -61,7 +150,7 @@ class SyncRunner:
         while True:
             line = reader.readline()
             if line is None:
-                self.drop_next()
+                self.passes.drop_next()
                 return 0
             code, text, fused = self.serve(line, reader)
             out.write(status_line(code, text, fused))
@@ -82,52 +171,10 @@ class SyncRunner:
                     return 0, "", self.one_trip_pass(mid, token)
                 return 0, "", self.pass_(mid, token, reader)
             except Exception as e:
-                reason = str(e) or type(e).__name__
-                if self.lost():
-                    self.log.error("message %d not run: database connection lost: %s", mid, reason)
-                    return NOT_RUN, "database connection lost: " + reason, []
-                if isinstance(e, TRANSIENT) and n < MAX_PASSES:
-                    self.log.warning("message %d: %s; running it again", mid, reason)
-                    continue
-                if not isinstance(e, (PassError, psycopg.Error)):
-                    reason = f"{type(e).__name__}: {reason}"
-                self.log.error("message %d failed: %s", mid, " ".join(reason.split()))
-                return 1, reason, []
+                ans = answer(self.log, mid, e, self.passes.lost(), n == MAX_PASSES)
+                if ans is not None:
+                    return ans[0], ans[1], []
         raise AssertionError("unreachable")
-
-    def lost(self) -> bool:
-        """Whether the connection is gone for good."""
-        return self.conn.closed or self.conn.broken
-
-    def rollback(self) -> None:
-        """End the transaction open on the connection, if any."""
-        if self.lost() or self.conn.info.transaction_status == TransactionStatus.IDLE:
-            return
-        try:
-            self.conn.execute("ROLLBACK")
-        except psycopg.Error:
-            pass
-
-    def drop_next(self) -> None:
-        """Roll back the transaction begun for a message not served."""
-        if self.next is not None:
-            self.next = None
-            self.rollback()
-
-    def begin(self, mid: int, token: int | None) -> Message:
-        """Open the pass's transaction and read its message, or take the one
-        the last COMMIT opened for it."""
-        m, self.next = self.next, None
-        if m is not None and m.id == mid and m.token == token:
-            return m
-        self.rollback()
-        m = Message(mid, token, self.stage)
-        with self.conn.pipeline():
-            self.cur.execute("BEGIN")
-            self.read_cur.execute(msg.read_sql(token), (mid,))
-        if not msg.scan(m, self.read_cur.fetchone()):
-            raise msg.explain(m, self.cur.execute(msg.EXPLAIN, (mid,)).fetchone())
-        return m
 
     def call(self, m: Message, cur: Cursor | None) -> Move:
         """Run the handler and check what it returns."""
@@ -143,66 +190,21 @@ class SyncRunner:
         """A pass: the read, the handler, then its queued statements, the
         move and COMMIT in one round trip, with the next message's BEGIN and
         read when its id is there already."""
-        committed = False
+        p = self.passes
         try:
-            m = self.begin(mid, token)
+            m = p.begin(mid, token)
             with self.conn.cursor() as cur:
                 move = self.call(m, cur)
-            if self.conn.info.transaction_status != TransactionStatus.INTRANS:
-                raise PassError("the handler ended the pass's transaction (it is committed with the move)")
-            nxt = reader.peek()
-            sql, args = msg.move_statement(move, m)
-            sent = False  # COMMIT went out: commit_cur's tag is its, not the last pass's
-            try:
-                with self.conn.pipeline():
-                    for q, p in m.queued:
-                        self.cur.execute(q, p)
-                    self.cur.execute(sql, args)
-                    self.commit_cur.execute("COMMIT")
-                    sent = True
-                    if nxt is not None:
-                        self.cur.execute("BEGIN")
-                        self.read_cur.execute(msg.read_sql(nxt[1]), (nxt[0],))
-            except psycopg.Error:
-                if not sent or self.commit_cur.statusmessage != "COMMIT":
-                    raise
-                nxt = None  # the next read failed: it is read again when served
-            if self.commit_cur.statusmessage != "COMMIT":
-                raise PassError("the transaction was rolled back at COMMIT")
-            committed = True
-            if nxt is not None:
-                n = Message(nxt[0], nxt[1], self.stage)
-                try:
-                    if msg.scan(n, self.read_cur.fetchone()):
-                        self.next = n
-                except PassError:
-                    pass
-            if self.next is None:
-                self.rollback()
-            return m.fused_stages
+            p.check_open()
         except Exception:
-            if not committed:
-                self.rollback()
+            p.rollback()
             raise
+        p.end(m, move, reader)
+        return m.fused_stages
 
     def one_trip_pass(self, mid: int, token: int | None) -> list[tuple[str, float]]:
         """A one-trip pass: the handler first, then BEGIN, its queued
-        statements, the move and COMMIT in one round trip. The move's UPDATE
-        locks the queue row, and refuses a message no longer running (this
-        pass), which rolls the work back with it."""
+        statements, the move and COMMIT in one round trip."""
         m = Message(mid, token, self.stage)
-        move = self.call(m, None)
-        sql, args = msg.move_statement(move, m)
-        try:
-            with self.conn.pipeline():
-                self.cur.execute("BEGIN")
-                for q, p in m.queued:
-                    self.cur.execute(q, p)
-                self.cur.execute(sql, args)
-                self.commit_cur.execute("COMMIT")
-            if self.commit_cur.statusmessage != "COMMIT":
-                raise PassError("the transaction was rolled back at COMMIT")
-        except Exception:
-            self.rollback()
-            raise
+        self.passes.one_trip(m, self.call(m, None))
         return m.fused_stages

@@ -27,10 +27,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import psycopg
-from psycopg import sql
-from psycopg.abc import Query
-from psycopg.conninfo import make_conninfo
+import psycopg2
+import psycopg2.extensions as ext
+from psycopg2 import sql
+
+from ._db import Params, Query, bytes_for_bytea
 
 DEFAULT_DSN = "postgres:///postgres?host=/var/run/postgresql"
 """The server when PEPSI_TEST_DSN is not set."""
@@ -96,15 +97,16 @@ class Pipeline:
         self.log_path = os.path.join(self.dir, "dispatch.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.env = {k: v for k, v in os.environ.items() if k not in ("PEPSI_DSN", "PEPSI_CONFIG")}
-        with psycopg.connect(self.server, autocommit=True) as c:
-            c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
-        self.dsn = make_conninfo(self.server, dbname=self.name)
+        _admin(self.server, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.name)))
+        self.dsn = ext.make_dsn(self.server, dbname=self.name)
         try:
             self._write_config(stages, {"SHUTDOWN_GRACE": "5", "SPAWN_COOLDOWN": "1", **(dispatch or {})})
             out = subprocess.run([pepsi_bin(), "-c", self.path, "migrate"], env=self.env, capture_output=True, timeout=120)
             if out.returncode != 0:
                 raise RuntimeError(f"pepsi migrate: exit {out.returncode}: {out.stderr.decode(errors='replace')}")
-            self.conn = psycopg.connect(self.dsn, autocommit=True)
+            self.conn = psycopg2.connect(self.dsn)
+            self.conn.autocommit = True
+            bytes_for_bytea(self.conn)
             self.start()
         except BaseException:
             self.close()
@@ -160,8 +162,7 @@ class Pipeline:
         finally:
             if getattr(self, "conn", None) is not None:
                 self.conn.close()
-            with psycopg.connect(self.server, autocommit=True) as c:
-                c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name)))
+            _admin(self.server, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name)))
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def logs(self) -> str:
@@ -176,14 +177,21 @@ class Pipeline:
         """Put messages with these payloads into stage; their ids."""
         ids = []
         for p in payloads:
-            row = self.conn.execute("SELECT pepsi.enqueue(%s, %s)", (stage, p)).fetchone()
+            row = self.execute("SELECT pepsi.enqueue(%s, %s)", (stage, p)).fetchone()
             assert row is not None
             ids.append(int(row[0]))
         return ids
 
-    def one(self, query: Query, params: tuple[Any, ...] = ()) -> Any:
+    def execute(self, query: Query, params: Params | None = None) -> ext.cursor:
+        """Run a statement on the test's connection (autocommit); the cursor
+        with its result."""
+        cur = self.conn.cursor()
+        cur.execute(query, params)
+        return cur
+
+    def one(self, query: Query, params: Params | None = None) -> Any:
         """The first column of a query's one row (None without a row)."""
-        row = self.conn.execute(query, params).fetchone()
+        row = self.execute(query, params).fetchone()
         return None if row is None else row[0]
 
     def wait_for(self, what: str, timeout: float, cond: Callable[[], bool]) -> None:
@@ -215,7 +223,7 @@ class Pipeline:
 
     def row(self, mid: int) -> Row:
         """Message mid's rows."""
-        r = self.conn.execute(
+        r = self.execute(
             """SELECT s.status, s.stage, coalesce(s.error, ''), coalesce(s.dispatch_error, ''), s.attempts, m.headers
                  FROM pepsi.state s JOIN pepsi.message m USING (id) WHERE s.id = %s""",
             (mid,),
@@ -226,7 +234,7 @@ class Pipeline:
 
     def stage_stats(self, stage: str) -> dict[str, float]:
         """The stage's statistics summed: processed, failed, timeouts, crashes, not_run, cancelled."""
-        cur = self.conn.execute(
+        cur = self.execute(
             """SELECT coalesce(sum(processed), 0), coalesce(sum(failed), 0), coalesce(sum(timeouts), 0),
                       coalesce(sum(crashes), 0), coalesce(sum(not_run), 0), coalesce(sum(cancelled), 0)
                  FROM pepsi.stage_stats WHERE stage = %s""",
@@ -247,7 +255,7 @@ class Pipeline:
             bad.append(f"{n} messages left running")
         if n := self.one("SELECT count(*) FROM pepsi.message m LEFT JOIN pepsi.state s USING (id) WHERE s.id IS NULL"):
             bad.append(f"{n} messages without a state row")
-        r = self.conn.execute(
+        r = self.execute(
             """SELECT coalesce(sum(claimed), 0), coalesce(sum(done), 0), coalesce(sum(failed), 0), coalesce(sum(paused), 0),
                       coalesce(sum(requeued), 0), coalesce(sum(reset), 0), coalesce(sum(cancelled), 0),
                       coalesce(sum(join_failed), 0)
@@ -255,7 +263,7 @@ class Pipeline:
         ).fetchone()
         assert r is not None
         claimed, done, failed, paused, requeued, reset, cancelled, join_failed = r
-        rows = self.conn.execute(
+        rows = self.execute(
             "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed') FROM pepsi.state"
         ).fetchone()
         assert rows is not None
@@ -269,6 +277,17 @@ class Pipeline:
                 f" + requeued {requeued} + reset {reset} + cancelled {cancelled}"
             )
         return bad
+
+
+def _admin(server: str, stmt: sql.Composable) -> None:
+    """Run stmt on the server's own database, outside a transaction."""
+    c = psycopg2.connect(server)
+    try:
+        c.autocommit = True
+        with c.cursor() as cur:
+            cur.execute(stmt)
+    finally:
+        c.close()
 
 
 def run_stage(script: str, payloads: list[bytes], *args: str, stage: str = "test", timeout: float = 120) -> list[Row]:

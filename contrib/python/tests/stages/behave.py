@@ -8,6 +8,7 @@ on. The default is to advance it to --next, or finish it without one.
   raise   raises RuntimeError("asked to raise") after its work
   kill    the first time: terminates its own database session (75)
   hang    marks "hanging" with its pid, then sleeps for ever (SIGTERM)
+  sleep   marks "hanging" with its pid, then runs pg_sleep for ever (SIGTERM)
   print   prints to stdout (which run makes a log line), then the default
 
 Every pass does work: a row in test_work (id, stage, token), in the pass's
@@ -21,7 +22,7 @@ import asyncio
 import os
 import time
 
-import psycopg
+import psycopg2
 
 from pepsi_stage import Advance, AsyncCursor, Cursor, Fail, Finish, Message, Move, Pause, run
 
@@ -33,9 +34,15 @@ args, _ = ap.parse_known_args()
 
 def mark(m: Message, what: str) -> bool:
     """Record what for m once, at once; whether it was recorded before."""
-    with psycopg.connect(os.environ["PEPSI_DSN"], autocommit=True) as c:
-        row = c.execute("SELECT count(*) FROM test_marks WHERE id = %s AND what = %s", (m.id, what)).fetchone()
-        c.execute("INSERT INTO test_marks (id, what, pid) VALUES (%s, %s, %s)", (m.id, what, os.getpid()))
+    c = psycopg2.connect(os.environ["PEPSI_DSN"])
+    try:
+        c.autocommit = True
+        cur = c.cursor()
+        cur.execute("SELECT count(*) FROM test_marks WHERE id = %s AND what = %s", (m.id, what))
+        row = cur.fetchone()
+        cur.execute("INSERT INTO test_marks (id, what, pid) VALUES (%s, %s, %s)", (m.id, what, os.getpid()))
+    finally:
+        c.close()
     return row is not None and row[0] > 0
 
 
@@ -73,6 +80,9 @@ def handle(m: Message, cur: Cursor) -> Move:
     if act == "hang":
         mark(m, "hanging")
         time.sleep(3600)
+    if act == "sleep":
+        mark(m, "hanging")
+        cur.execute("SELECT pg_sleep(3600)")
     return decide(m, act)
 
 
@@ -84,6 +94,9 @@ async def ahandle(m: Message, cur: AsyncCursor) -> Move:
     if act == "hang":
         mark(m, "hanging")
         await asyncio.sleep(3600)
+    if act == "sleep":
+        mark(m, "hanging")
+        await cur.execute("SELECT pg_sleep(3600)")
     return decide(m, act)
 
 
