@@ -44,7 +44,7 @@ var (
 	standbyPort   = flag.Int("standby-port", 0, "with -cluster: the standby's port (default -port + 1)")
 	dirFlag       = flag.String("dir", "", "directory for the configuration and the dispatchers' logs")
 	noSigkillFlag = flag.Bool("no-sigkill", false, "no dispatcher killed outright (kill -9): the statistics' identity must then hold exactly")
-	faultsFlag    = flag.Int("faults", 0, "faults to inject in all, the kinds in turn, spread over the run by progress (0: -faults-per-kind of each)")
+	faultsFlag    = flag.Int("faults", 0, "faults to inject in all, the kinds in turn, spread over the first 80 % of the messages by progress (0: -faults-per-kind of each)")
 	perKindFlag   = flag.Int("faults-per-kind", 10, "faults of each kind, when -faults is 0")
 	parallelism   = flag.Int("parallelism", 2, "PARALLELISM of each stage")
 	queueLimit    = flag.Int("queue-limit", 32, "QUEUE_LIMIT of each stage")
@@ -307,10 +307,13 @@ func (s *soak) reconnect() {
 }
 
 // drive waits for every message to end, injecting a fault each time
-// another share of them has; it reports whether it gave up on a stall.
+// another share of them has; it reports whether it gave up on a stall. The
+// faults are spread over the first 80 % of the messages: messages go on
+// ending while a fault's recovery delays the next one, and the last 20 %
+// leave room for the faults so delayed to land before the run ends.
 func (s *soak) drive() bool {
 	n := int64(*nFlag)
-	step := max(n/int64(s.faults+1), 1)
+	step := max(n*8/10/int64(s.faults+1), 1)
 	next, k := step, 0
 	last, lastAt, reported := int64(-1), time.Now(), time.Now()
 	for {
