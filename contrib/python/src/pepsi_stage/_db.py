@@ -65,6 +65,16 @@ def connect(dsn: str, app: str) -> ext.connection:
     return conn
 
 
+def behind_pooler(conn: ext.connection) -> bool:
+    """Whether conn is not PostgreSQL's own session: the server process that
+    runs its statements is not the one whose key it got at start-up (a
+    pooler sends a key of its own). There statements must not be prepared."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        row = cur.fetchone()
+    return row is None or row[0] != conn.get_backend_pid()
+
+
 def lost(conn: ext.connection) -> bool:
     """Whether conn is gone for good (closed, or broken by a failure)."""
     return bool(conn.closed)

@@ -316,20 +316,28 @@ def check_fused(m: Message) -> None:
             raise PassError(f"fused stage {stage!r} is not a stage name")
 
 
-def move_statement(move: Move, m: Message) -> tuple[Query, tuple[Any, ...]]:
+ADVANCE = "SELECT pepsi.advance(%s::int8, %s::text, %s::int8)"
+FINISH = "SELECT pepsi.finish(%s::int8, %s::int8)"
+FINISH_RESULT = "SELECT pepsi.finish(%s::int8, %s::int8, %s::bytea)"
+JOIN = "SELECT pepsi.join(%s::int8, %s::text, %s::int8)"
+PAUSE = "SELECT pepsi.pause(%s::int8, make_interval(secs => %s::float8), %s::int8)"
+FAIL = "SELECT pepsi.fail(%s::int8, %s::text, %s::int8)"
+
+
+def move_statement(move: Move, m: Message) -> tuple[str, tuple[Any, ...]]:
     """The SQL API call that makes move for m in the pass's transaction,
     presenting the pass's token (NULL for a bare id)."""
     if isinstance(move, Advance):
-        return "SELECT pepsi.advance(%s::int8, %s::text, %s::int8)", (m.id, move.stage, m.token)
+        return ADVANCE, (m.id, move.stage, m.token)
     if isinstance(move, Finish):
         if move.result is not None:
-            return "SELECT pepsi.finish(%s::int8, %s::int8, %s::bytea)", (m.id, m.token, bytes(move.result))
-        return "SELECT pepsi.finish(%s::int8, %s::int8)", (m.id, m.token)
+            return FINISH_RESULT, (m.id, m.token, bytes(move.result))
+        return FINISH, (m.id, m.token)
     if isinstance(move, Join):
-        return "SELECT pepsi.join(%s::int8, %s::text, %s::int8)", (m.id, move.stage, m.token)
+        return JOIN, (m.id, move.stage, m.token)
     if isinstance(move, Pause):
-        return "SELECT pepsi.pause(%s::int8, make_interval(secs => %s::float8), %s::int8)", (m.id, float(move.seconds), m.token)
-    return "SELECT pepsi.fail(%s::int8, %s::text, %s::int8)", (m.id, move.reason, m.token)
+        return PAUSE, (m.id, float(move.seconds), m.token)
+    return FAIL, (m.id, move.reason, m.token)
 
 
 # The read of a message, as pkg/worker's: its queue row among the unfinished
@@ -345,23 +353,52 @@ OPEN = "SELECT status = 'running' AND pass = %s::int8 FROM pepsi.state WHERE id 
 """Whether a pass is still open: no move of its has committed."""
 
 
-def begin_read(token: int | None) -> str:
-    """BEGIN and the read of a pass's message, one string."""
-    return "BEGIN; " + (READ if token is not None else READ_LOCKED)
+class Statements:
+    """The package's statements of a pass on one connection: prepared (sent
+    as EXECUTE, so that the server plans each once) unless the connection is
+    behind a pooler, where a prepared statement would not outlive the
+    transaction."""
 
+    LIST = (READ, READ_LOCKED, ADVANCE, FINISH, FINISH_RESULT, JOIN, PAUSE, FAIL)
 
-def end_pass(cur: ext.cursor, m: Message, move: Move, nxt: tuple[int, int | None] | None) -> bytes:
-    """One string for the end of a pass: m's queued statements, the move and
-    COMMIT; then, given the next id line (whose message has a token), BEGIN
-    and its message's read, whose row is the string's result."""
-    parts = [mogrify(cur, q, p) for q, p in m.queued]
-    sql, args = move_statement(move, m)
-    parts.append(mogrify(cur, sql, args))
-    parts.append(b"COMMIT")
-    if nxt is not None:
-        parts.append(b"BEGIN")
-        parts.append(mogrify(cur, READ, (nxt[0],)))
-    return b";\n".join(parts)
+    def __init__(self, prepared: bool) -> None:
+        self.prepared = prepared
+        self.sent: dict[str, str] = {}
+        if prepared:
+            for i, sql in enumerate(self.LIST):
+                self.sent[sql] = f"EXECUTE pepsi_stage_{i}(" + ", ".join(["%s"] * sql.count("%s")) + ")"
+
+    def prepare(self) -> str:
+        """The PREPARE statements of LIST, one string ("" when not prepared)."""
+        if not self.prepared:
+            return ""
+        out = []
+        for i, sql in enumerate(self.LIST):
+            parts = sql.split("%s")
+            body = parts[0] + "".join(f"${n}{p}" for n, p in enumerate(parts[1:], 1))
+            out.append(f"PREPARE pepsi_stage_{i} AS {body}")
+        return ";\n".join(out)
+
+    def __call__(self, sql: str) -> str:
+        """What to send for sql, one of LIST."""
+        return self.sent.get(sql, sql)
+
+    def begin_read(self, token: int | None) -> str:
+        """BEGIN and the read of a pass's message, one string."""
+        return "BEGIN; " + self(READ if token is not None else READ_LOCKED)
+
+    def end_pass(self, cur: ext.cursor, m: Message, move: Move, nxt: tuple[int, int | None] | None) -> bytes:
+        """One string for the end of a pass: m's queued statements, the move
+        and COMMIT; then, given the next id line (whose message has a
+        token), BEGIN and its message's read, whose row is the string's result."""
+        parts = [mogrify(cur, q, p) for q, p in m.queued]
+        sql, args = move_statement(move, m)
+        parts.append(mogrify(cur, self(sql), args))
+        parts.append(b"COMMIT")
+        if nxt is not None:
+            parts.append(b"BEGIN")
+            parts.append(mogrify(cur, self(READ), (nxt[0],)))
+        return b";\n".join(parts)
 
 
 def scan(m: Message, row: tuple[Any, ...] | None) -> bool:

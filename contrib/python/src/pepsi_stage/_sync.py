@@ -9,7 +9,7 @@ import psycopg2.extensions as ext
 
 from . import _message as msg
 from ._acursor import AsyncCursor
-from ._db import INTRANS, TRANSIENT, Cursor, lost, one_line, rollback
+from ._db import INTRANS, TRANSIENT, Cursor, behind_pooler, lost, one_line, rollback
 from ._log import Log
 from ._message import Message, Move, PassError
 from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line, trace_of
@@ -36,6 +36,12 @@ class Passes:
         self.conn, self.stage = conn, stage
         self.cur = conn.cursor()  # the package's own statements
         self.next: Message | None = None  # read in a transaction begun with the last COMMIT
+        self.sql = msg.Statements(not behind_pooler(conn))
+        if self.sql.prepared:
+            try:
+                self.cur.execute(self.sql.prepare())
+            except psycopg2.ProgrammingError:  # a schema without one of them: each fails when sent
+                self.sql = msg.Statements(False)
 
     def lost(self) -> bool:
         """Whether the connection is gone for good."""
@@ -59,7 +65,7 @@ class Passes:
             return m
         self.rollback()
         m = Message(mid, token, self.stage)
-        self.cur.execute(msg.begin_read(token), (mid,))
+        self.cur.execute(self.sql.begin_read(token), (mid,))
         if not msg.scan(m, self.cur.fetchone()):
             self.cur.execute(msg.EXPLAIN, (mid,))
             raise msg.explain(m, self.cur.fetchone())
@@ -79,7 +85,7 @@ class Passes:
         if nxt is not None and nxt[1] is None:
             nxt = None  # a bare id's read locks: it is made in its own pass
         try:
-            self.cur.execute(msg.end_pass(self.cur, m, move, nxt))
+            self.cur.execute(self.sql.end_pass(self.cur, m, move, nxt))
         except Exception as e:
             if nxt is not None and isinstance(e, psycopg2.Error) and not self.lost() and not self.still_open(m):
                 return  # committed; the next read failed, and is made again when served
@@ -109,7 +115,7 @@ class Passes:
         trip. The move's UPDATE locks the queue row and refuses a message no
         longer running (this pass), which rolls the work back with it."""
         try:
-            self.cur.execute(b"BEGIN;\n" + msg.end_pass(self.cur, m, move, None))
+            self.cur.execute(b"BEGIN;\n" + self.sql.end_pass(self.cur, m, move, None))
         except Exception:
             self.rollback()
             raise
