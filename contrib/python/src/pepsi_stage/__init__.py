@@ -177,6 +177,9 @@ def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
                 return serve(conn, handler, stage, log, reader, out)
             _cancel_on_stop(conn)
             return SyncRunner(conn, handler, stage, log, one_trip).loop(reader, out)
+        except psycopg2.Error as e:  # at start (the runner's own set-up); a pass answers its own
+            log.error("database: %s", one_line(e))
+            return NOT_RUN
         finally:
             conn.close()
     except _Stop:
