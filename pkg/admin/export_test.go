@@ -8,3 +8,6 @@ const TakeSharedSQL = takeSharedSQL
 
 // TextPayloadRE is the test of a text payload, for the test of it.
 var TextPayloadRE = textPayloadRE
+
+// ReasonSQL is a failed message's reason as a failure group sees it.
+const ReasonSQL = reasonSQL
