@@ -18,6 +18,17 @@ TABLES = """CREATE TABLE test_work (id bigint, stage text, token bigint);
             CREATE TABLE test_marks (id bigint, what text, pid int)"""
 
 
+# pepsi.message_row, failing for a message whose payload is "bad".
+BAD_READ = """CREATE OR REPLACE FUNCTION pepsi.message_row(p_id bigint) RETURNS SETOF pepsi.message
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pepsi.message m WHERE m.id = p_id AND m.payload = 'bad') THEN
+        RAISE EXCEPTION 'the read of message % fails', p_id;
+    END IF;
+    RETURN QUERY SELECT * FROM pepsi.message m WHERE m.id = p_id;
+END $$"""
+
+
 def tables(p: Pipeline) -> None:
     p.execute(TABLES)
 
@@ -153,6 +164,29 @@ class TestPipeline(unittest.TestCase):
         rows = run_stage(os.path.join(HERE, "..", "stage.py"), [b"hello", b"", b"retry"])
         self.assertEqual([(r.status, r.error, r.attempts) for r in rows], [("done", "", 1), ("failed", "empty payload", 1), ("done", "", 2)])
         self.assertEqual(rows[0].headers, {"test": "python"})
+
+    def test_next_read_fails(self) -> None:
+        """The next message's read goes out with a pass's COMMIT; when that
+        read fails, the pass has committed all the same and is answered 0,
+        and the next message fails by its own read."""
+        with Pipeline([Stage("t", program(BEHAVE), parallelism=1, queue_limit=8, settings={"RETRIES": "0"})]) as p:
+            tables(p)
+            p.execute(BAD_READ)
+            payloads = [b"x:advance", b"bad"] * 15
+            ids = p.enqueue("t", *payloads)
+            p.wait_settled()
+            for mid, pl in zip(ids, payloads):
+                r = p.row(mid)
+                with self.subTest(id=mid, payload=pl):
+                    if pl == b"bad":
+                        self.assertEqual(r.status, "failed")
+                        self.assertIn(f"the read of message {mid} fails", r.dispatch_error)
+                    else:
+                        self.assertEqual((r.status, r.dispatch_error, r.headers), ("done", "", {"t": "python"}))
+            stats = lambda: p.stage_stats("t")  # noqa: E731
+            p.wait_for("the statistics written", 60, lambda: stats()["processed"] + stats()["failed"] == len(payloads))
+            self.assertEqual((stats()["processed"], stats()["failed"]), (15, 15), p.logs())
+            self.check(p)
 
     def test_one_trip(self) -> None:
         """run_one_trip: the queued work and the move commit together; an
