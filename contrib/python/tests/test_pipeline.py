@@ -183,9 +183,12 @@ class TestPipeline(unittest.TestCase):
                         self.assertIn(f"the read of message {mid} fails", r.dispatch_error)
                     else:
                         self.assertEqual((r.status, r.dispatch_error, r.headers), ("done", "", {"t": "python"}))
-            stats = lambda: p.stage_stats("t")  # noqa: E731
-            p.wait_for("the statistics written", 60, lambda: stats()["processed"] + stats()["failed"] == len(payloads))
-            self.assertEqual((stats()["processed"], stats()["failed"]), (15, 15), p.logs())
+            def answered() -> tuple[float, float]:
+                st = p.stage_stats("t")
+                return st["processed"], st["failed"]
+
+            p.wait_for("the statistics written", 60, lambda: sum(answered()) == len(payloads))
+            self.assertEqual(answered(), (15, 15), p.logs())
             self.check(p)
 
     def test_one_trip(self) -> None:
