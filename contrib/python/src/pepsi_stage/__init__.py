@@ -53,7 +53,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, NoReturn, overload
+from typing import Any, Callable, NoReturn, overload
 
 import psycopg2
 import psycopg2.extensions as ext
@@ -106,21 +106,32 @@ def _is_async(handler: object) -> bool:
     return bool(getattr(code, "co_flags", 0) & 0x80)  # CO_COROUTINE
 
 
-def _cancel_on_stop(conn: ext.connection) -> None:
-    """Cancel the statement running on conn when SIGTERM or SIGINT comes.
-    psycopg2 waits for a statement in C, where Python's handler of the
-    signal cannot run until it returns; the signal's wakeup byte wakes a
-    thread that cancels it, and the handler then stops the program."""
+def _cancel_on_stop(conn: ext.connection) -> Callable[[], None]:
+    """Cancel the statement running on conn when SIGTERM or SIGINT comes,
+    until the function returned is called. psycopg2 waits for a statement
+    in C, where Python's handler of the signal cannot run until it returns;
+    the signal's wakeup byte wakes a thread that cancels it, and the
+    handler then stops the program."""
     r, w = os.pipe()
     os.set_blocking(w, False)
-    signal.set_wakeup_fd(w)
+    prev = signal.set_wakeup_fd(w)
 
     def watch() -> None:
-        while os.read(r, 1)[0] not in (signal.SIGTERM, signal.SIGINT):
-            pass  # another signal a handler of the stage's own catches
-        keep_cancelling(conn)
+        while True:
+            b = os.read(r, 1)
+            if not b:  # undone
+                os.close(r)
+                return
+            if b[0] in (signal.SIGTERM, signal.SIGINT):  # not another signal the stage's own handler catches
+                keep_cancelling(conn)
 
     threading.Thread(target=watch, name="pepsi-stop", daemon=True).start()
+
+    def undo() -> None:
+        signal.set_wakeup_fd(prev)
+        os.close(w)
+
+    return undo
 
 
 def _protocol_fd() -> int:
@@ -175,8 +186,11 @@ def _main(handler: Any, argv: list[str] | None, one_trip: bool) -> int:
                 from ._async import serve
 
                 return serve(conn, handler, stage, log, reader, out)
-            _cancel_on_stop(conn)
-            return SyncRunner(conn, handler, stage, log, one_trip).loop(reader, out)
+            undo = _cancel_on_stop(conn)
+            try:
+                return SyncRunner(conn, handler, stage, log, one_trip).loop(reader, out)
+            finally:
+                undo()
         except psycopg2.Error as e:  # at start (the runner's own set-up); a pass answers its own
             log.error("database: %s", one_line(e))
             return NOT_RUN
