@@ -75,10 +75,12 @@ class AsyncRunner:
         raise AssertionError("unreachable")
 
     async def pass_(self, mid: int, token: int | None, reader: LineReader) -> list[tuple[str, float]]:
-        """A pass, as SyncRunner.pass_."""
+        """A pass, as SyncRunner.pass_. The package's statements run on the
+        database thread too, so that SIGTERM stops a pass waiting in one."""
         p = self.passes
+        loop = asyncio.get_running_loop()
         try:
-            m = p.begin(mid, token)
+            m = await loop.run_in_executor(self.pool, p.begin, mid, token)
             m.traceparent = self.traceparent
             with self.conn.cursor() as cur:
                 out: object = await self.handler(m, AsyncCursor(cur, self.pool))
@@ -86,9 +88,9 @@ class AsyncRunner:
             move = msg.check_move(out, m)
             p.check_open()
         except Exception:
-            p.rollback()
+            await loop.run_in_executor(self.pool, p.rollback)
             raise
-        p.end(m, move, reader)
+        await loop.run_in_executor(self.pool, p.end, m, move, reader)
         return m.fused_stages
 
 
