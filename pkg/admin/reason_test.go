@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pepsi-dev/pepsi/pkg/admin"
 )
 
@@ -31,19 +33,12 @@ func TestReasonIndexed(t *testing.T) {
 		{"state_failed_group_at", `SELECT id FROM pepsi.state_failed
 		  WHERE stage = 's' AND (` + admin.ReasonSQL + ` COLLATE "C") = 'x' ORDER BY updated_at DESC, id DESC LIMIT 5`},
 	} {
-		var plan []string
 		rows, err := tx.Query(ctx, "EXPLAIN "+c.query)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			t.Fatal(err)
 		}
 		if text := strings.Join(plan, "\n"); !strings.Contains(text, " "+c.index+" ") {
