@@ -15,7 +15,6 @@ from . import _message as msg
 from ._acursor import AsyncCursor
 from ._db import keep_cancelling
 from ._log import Log
-from ._message import Message
 from ._protocol import NOT_RUN, LineReader, Writer, parse_id_line, quote, status_line, trace_of
 from ._sync import MAX_PASSES, AsyncHandler, Passes, answer
 
